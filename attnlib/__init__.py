@@ -1,0 +1,10 @@
+"""attnlib: attention and Transformers, small enough to read, tested against PyTorch.
+
+The library behind the interactive Transformer book. See ``DESIGN.md`` in the book repository
+for the API contract; every name below is part of it.
+"""
+from .attention import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
+from .cache import KVCache
+from .utils import default_device, seed_everything
+
+__version__ = "0.1.0"

@@ -1,0 +1,42 @@
+"""Re-execute notebooks in place in a fresh kernel, storing outputs and widget state.
+
+    python scripts/execute_notebooks.py                 # every notebooks/*.ipynb
+    python scripts/execute_notebooks.py notebooks/04_scaled_dot_product_attention.ipynb
+
+This is the only way notebooks' outputs are regenerated (never hand-save from JupyterLab: it can
+keep stale widget state). Each notebook runs with its own folder as the working directory.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def execute(path: Path, timeout: int = 600) -> float:
+    nb = nbformat.read(path, as_version=4)
+    start = time.perf_counter()
+    client = NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}},
+        store_widget_state=True,
+    )
+    client.execute()
+    nbformat.write(nb, path)
+    return time.perf_counter() - start
+
+
+def main(argv: list[str]) -> int:
+    paths = [Path(p) for p in argv] or sorted((ROOT / "notebooks").glob("*.ipynb"))
+    for p in paths:
+        print(f"executing {p} ...", flush=True)
+        print(f"  done in {execute(p.resolve()):.1f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
