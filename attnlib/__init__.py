@@ -5,6 +5,7 @@ for the API contract; every name below is part of it.
 """
 from .attention import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
 from .cache import KVCache
+from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding, sinusoidal_table
 from .utils import default_device, seed_everything
 
 __version__ = "0.1.0"

@@ -1,0 +1,167 @@
+"""Where a token sits: sinusoidal and learned position vectors, and rotary embeddings (RoPE).
+
+Attention on its own is blind to order: permute the tokens and the outputs permute with them.
+Two families fix that:
+
+* **additive** positions (sinusoidal, learned): a vector per position is added to the token
+  embedding once, at the bottom of the stack;
+* **rotary** positions (RoPE): queries and keys are rotated by an angle proportional to their
+  position inside every attention layer, so a query-key dot product depends only on how far apart
+  the two tokens are.
+
+Both additive modules share one call shape, ``module(positions) -> (T, C)``, so a model can swap
+one for the other.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+def _check_positions(positions: Tensor, length: int | None = None) -> None:
+    if not isinstance(positions, Tensor):
+        raise TypeError(f"positions must be a torch.Tensor of integer positions, got {type(positions).__name__}")
+    if positions.is_floating_point() or positions.dtype == torch.bool:
+        raise TypeError(f"positions must be an integer (long) tensor, got dtype {positions.dtype}")
+    if positions.dim() != 1:
+        raise ValueError(f"positions must have shape (T,), got {tuple(positions.shape)}")
+    if length is not None and positions.shape[0] != length:
+        raise ValueError(f"positions has length {positions.shape[0]} but the input has T={length} tokens")
+    if positions.numel() and int(positions.min()) < 0:
+        raise ValueError(f"positions must be >= 0, got {int(positions.min())}")
+
+
+def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
+    """The 2017 table: PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(same angle).
+
+    Each pair of columns is a clock ticking at its own speed, from one turn every 2*pi tokens
+    (columns 0, 1) to one turn every 2*pi*10000 tokens (the last pair).
+
+    Args:
+        max_len: number of positions T.
+        d_model: width C (an odd width drops the last cosine column).
+
+    Returns:
+        float32 tensor (max_len, d_model).
+    """
+    if max_len < 1 or d_model < 1:
+        raise ValueError(f"max_len and d_model must be positive, got max_len={max_len}, d_model={d_model}")
+    pos = torch.arange(max_len, dtype=torch.float32)[:, None]  # (T, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float32)  # (ceil(C/2),): 0, 2, 4, ...
+    freq = torch.exp(-math.log(10000.0) * two_i / d_model)  # 1 / 10000^(2i/d)
+    angle = pos * freq  # (T, ceil(C/2))
+    table = torch.zeros(max_len, d_model)
+    table[:, 0::2] = torch.sin(angle)
+    table[:, 1::2] = torch.cos(angle[:, : d_model // 2])
+    return table
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Fixed (not learned) sinusoidal position vectors, looked up by position.
+
+    Args:
+        max_len: longest sequence; d_model: width C.
+
+    Shapes:
+        positions (T,) long -> (T, C), in the dtype/device of the module's ``pe`` buffer.
+    """
+
+    def __init__(self, max_len: int, d_model: int) -> None:
+        super().__init__()
+        self.max_len, self.d_model = max_len, d_model
+        # A buffer, not a parameter: it moves with .to(device) but is never trained. Not saved in
+        # state_dict (persistent=False): it is a formula, recomputed on construction.
+        self.register_buffer("pe", sinusoidal_table(max_len, d_model), persistent=False)
+
+    def forward(self, positions: Tensor) -> Tensor:
+        _check_positions(positions)
+        if positions.numel() and int(positions.max()) >= self.max_len:
+            raise ValueError(f"position {int(positions.max())} is out of range for max_len={self.max_len}")
+        return self.pe[positions]  # (T, C)
+
+
+class LearnedPositionalEmbedding(nn.Embedding):
+    """One trained vector per position (GPT-2, BERT): an ``nn.Embedding(max_len, d_model)``.
+
+    Shapes:
+        positions (T,) long -> (T, C).
+    """
+
+    def __init__(self, max_len: int, d_model: int) -> None:
+        super().__init__(max_len, d_model)
+        self.max_len, self.d_model = max_len, d_model
+
+    def forward(self, positions: Tensor) -> Tensor:
+        _check_positions(positions)
+        if positions.numel() and int(positions.max()) >= self.max_len:
+            raise ValueError(f"position {int(positions.max())} is out of range for max_len={self.max_len}")
+        return super().forward(positions)  # (T, C)
+
+
+def rotate_half(x: Tensor) -> Tensor:
+    """(x1, x2) -> (-x2, x1) on the two halves of the last dim: a 90-degree turn of each pair
+    (x[i], x[i + D/2]). This is the GPT-NeoX / Hugging Face Llama pairing, not interleaved pairs."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotary position embedding (RoPE, Su et al. 2021), rotate-half convention.
+
+    Pair i = (x[i], x[i + D/2]) of a query or key at position m is rotated by the angle
+    m * theta_i with theta_i = base^(-2i/D). Rotating q by m*theta and k by n*theta leaves their
+    dot product a function of (m - n) only: relative position, with no parameters.
+
+    Args:
+        head_dim: width D of one head; must be even (dims are rotated in pairs).
+        base: the slowest clock's period scale, 10000 as in the paper.
+
+    Shapes:
+        x (..., T, D), positions (T,) long -> (..., T, D), same dtype as x.
+    """
+
+    def __init__(self, head_dim: int, base: float = 10000.0) -> None:
+        super().__init__()
+        if isinstance(head_dim, bool) or not isinstance(head_dim, int) or head_dim < 2 or head_dim % 2:
+            raise ValueError(f"RoPE rotates dims in pairs, so head_dim must be a positive even int, got {head_dim}")
+        if base <= 0:
+            raise ValueError(f"base must be positive, got {base}")
+        self.head_dim, self.base = head_dim, float(base)
+        # cos/sin tables per (device, dtype), built lazily and grown on demand. Kept off the
+        # module's buffers so .to(bfloat16) never rounds the frequencies themselves.
+        self._tables: dict[tuple[torch.device, torch.dtype], tuple[Tensor, Tensor]] = {}
+
+    def inv_freq(self, device: torch.device | None = None) -> Tensor:
+        """theta_i = base^(-2i/D), float32 (D/2,)."""
+        two_i = torch.arange(0, self.head_dim, 2, dtype=torch.float32, device=device)
+        return self.base ** (-two_i / self.head_dim)
+
+    def cos_sin(self, n: int, device: torch.device, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        """cos and sin tables (>= n, D) for positions 0..n-1 (computed in float32, then cast)."""
+        key = (torch.device(device), dtype)
+        held = self._tables.get(key)
+        if held is None or held[0].shape[0] < n:
+            size = max(n, 2 * held[0].shape[0] if held is not None else 64)
+            pos = torch.arange(size, dtype=torch.float32, device=device)
+            angle = pos[:, None] * self.inv_freq(device)[None, :]  # (size, D/2)
+            angle = torch.cat((angle, angle), dim=-1)  # (size, D): pair i uses the same angle twice
+            held = (angle.cos().to(dtype), angle.sin().to(dtype))
+            self._tables[key] = held
+        return held
+
+    def forward(self, x: Tensor, positions: Tensor) -> Tensor:
+        if not isinstance(x, Tensor) or x.dim() < 2 or x.shape[-1] != self.head_dim:
+            shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
+            raise ValueError(f"x must have shape (..., T, head_dim={self.head_dim}), got {shape}")
+        _check_positions(positions, x.shape[-2])
+        n = int(positions.max()) + 1 if positions.numel() else 1
+        cos, sin = self.cos_sin(n, x.device, x.dtype)
+        positions = positions.to(x.device)
+        cos, sin = cos[positions], sin[positions]  # (T, D), broadcast over (...)
+        return x * cos + rotate_half(x) * sin
+
+    def extra_repr(self) -> str:
+        return f"head_dim={self.head_dim}, base={self.base}"
