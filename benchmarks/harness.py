@@ -1,0 +1,289 @@
+"""The measuring method shared by every benchmark.
+
+Timings on a shared machine are noisy, so no single absolute time is trusted. Each comparison:
+
+1. fixes the thread count (``torch.set_num_threads``) and runs every variant a few times to warm up
+   (allocator, lazy init, caches);
+2. calibrates how many calls make one timing block last about ``block_s`` seconds;
+3. runs ``rounds`` rounds; in each round every variant runs one block, in an order that rotates
+   from round to round (A B C, B C A, ...), so slow drifts hit all variants alike;
+4. reads the Linux pressure-stall counter ``/proc/pressure/cpu`` ("some" total, microseconds in
+   which at least one runnable task waited for a CPU) around every block. A round in which that
+   counter rose by more than ``max_stall`` of the block's wall time means another process took
+   the CPU: the round is discarded. If fewer than ``min_clean`` rounds survive, the least-stalled
+   rounds are kept and the comparison is flagged ``noisy``;
+5. reports the median time per call of each variant and, for each variant, the median over rounds of
+   the paired ratio (variant time / baseline time in the same round): a ratio from one round is
+   immune to load that changes between rounds.
+
+Peak memory on CPU is read from the allocator events that ``torch.profiler`` records with
+``profile_memory=True``: every allocation and free inside the profiled call, in time order; the
+running sum's maximum is the peak above what was live before the call. On CUDA it is
+``torch.cuda.max_memory_allocated`` after a reset.
+"""
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Optional
+
+import torch
+
+PSI_PATH = "/proc/pressure/cpu"
+
+
+@dataclass
+class Settings:
+    """How hard to measure. ``quick`` and ``full`` differ only in sizes and round counts."""
+
+    mode: str = "quick"            # "smoke" (tests) | "quick" | "full"
+    device: str = "cpu"
+    dtype: str = "float32"          # "bfloat16" on CUDA
+    threads: int = 1                # fixed CPU thread count
+    warmup: int = 2                 # calls per variant before timing
+    rounds: int = 5                 # interleaved A/B rounds
+    block_s: float = 0.2            # target seconds per timing block
+    max_stall: float = 0.10         # discard a round whose CPU stall fraction exceeds this
+    min_clean: int = 3              # fewer clean rounds than this -> keep the least stalled, flag noisy
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("smoke", "quick", "full"):
+            raise ValueError(f"mode must be 'smoke', 'quick' or 'full', got {self.mode!r}")
+        if self.rounds < 1 or self.warmup < 0 or self.threads < 1:
+            raise ValueError(
+                f"need rounds >= 1, warmup >= 0, threads >= 1; got rounds={self.rounds}, "
+                f"warmup={self.warmup}, threads={self.threads}"
+            )
+        if not 0.0 < self.max_stall <= 1.0:
+            raise ValueError(f"max_stall is a fraction of wall time in (0, 1], got {self.max_stall}")
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return getattr(torch, self.dtype)
+
+    @property
+    def is_cuda(self) -> bool:
+        return torch.device(self.device).type == "cuda"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def cpu_stall_us() -> Optional[int]:
+    """Cumulative microseconds with some task waiting for a CPU (None where PSI is unavailable)."""
+    try:
+        with open(PSI_PATH) as f:
+            for line in f:
+                if line.startswith("some"):
+                    return int(line.split("total=")[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    return None
+
+
+def cpu_pressure_avg10() -> Optional[float]:
+    """The kernel's 10-second average of the CPU "some" pressure, in percent."""
+    try:
+        with open(PSI_PATH) as f:
+            return float(f.readline().split("avg10=")[1].split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def synchronize(device: str) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def _block(fn: Callable[[], object], n: int, device: str) -> tuple[float, Optional[float]]:
+    """Run ``fn`` n times; return (seconds per call, stall fraction of the block's wall time)."""
+    synchronize(device)
+    s0, t0 = cpu_stall_us(), time.perf_counter()
+    for _ in range(n):
+        fn()
+    synchronize(device)
+    wall = time.perf_counter() - t0
+    s1 = cpu_stall_us()
+    stall = None if s0 is None or s1 is None else (s1 - s0) / 1e6 / wall
+    return wall / n, stall
+
+
+def compare(variants: dict[str, Callable[[], object]], settings: Settings, *, baseline: Optional[str] = None) -> dict:
+    """Time ``variants`` against each other with warm-up, interleaved rounds and stall filtering.
+
+    Returns a dict: ``median_s`` per variant (seconds per call over kept rounds), ``ratio`` per
+    variant (median of per-round variant / baseline times), the raw ``rounds`` with their stall
+    fractions and whether each was kept, and ``noisy``.
+    """
+    if not variants:
+        raise ValueError("compare() needs at least one variant")
+    names = list(variants)
+    baseline = names[0] if baseline is None else baseline
+    if baseline not in variants:
+        raise ValueError(f"baseline {baseline!r} is not one of the variants {names}")
+    torch.set_num_threads(settings.threads)
+    calls: dict[str, int] = {}
+    for name, fn in variants.items():
+        for _ in range(settings.warmup):
+            fn()
+        one, _ = _block(fn, 1, settings.device)
+        calls[name] = max(1, min(1000, int(settings.block_s / max(one, 1e-9))))
+    rounds = []
+    for r in range(settings.rounds):
+        order = names[r % len(names):] + names[: r % len(names)]  # rotate A B C -> B C A -> ...
+        times, stalls = {}, {}
+        for name in order:
+            times[name], stalls[name] = _block(variants[name], calls[name], settings.device)
+        known = [s for s in stalls.values() if s is not None]
+        rounds.append({"times_s": times, "stall": max(known) if known else None})
+    for rd in rounds:
+        rd["kept"] = rd["stall"] is None or rd["stall"] <= settings.max_stall
+    kept = [rd for rd in rounds if rd["kept"]]
+    noisy = len(kept) < min(settings.min_clean, len(rounds))
+    if noisy:  # keep the least-stalled rounds rather than nothing, and say so
+        by_stall = sorted(range(len(rounds)), key=lambda i: rounds[i]["stall"] or 0.0)
+        keep = set(by_stall[: min(settings.min_clean, len(rounds))])
+        for i, rd in enumerate(rounds):
+            rd["kept"] = i in keep
+        kept = [rd for rd in rounds if rd["kept"]]
+    median_s = {n: statistics.median(rd["times_s"][n] for rd in kept) for n in names}
+    ratio = {n: statistics.median(rd["times_s"][n] / rd["times_s"][baseline] for rd in kept) for n in names}
+    return {
+        "baseline": baseline,
+        "median_s": median_s,
+        "ratio": ratio,
+        "calls_per_block": calls,
+        "rounds": rounds,
+        "kept_rounds": len(kept),
+        "noisy": noisy,
+    }
+
+
+def profile_call(fn: Callable[[], object], device: str) -> dict:
+    """Peak memory of one call (bytes above what was live before it) and the aten ops it ran."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.device(device).type == "cuda" else [])
+    fn()  # warm: lazy allocations should not count
+    synchronize(device)
+    if torch.device(device).type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+    with profile(activities=activities, profile_memory=True) as prof:
+        fn()
+        synchronize(device)
+    events = prof.profiler.kineto_results.events()
+    ops = sorted({e.name() for e in events if e.name().startswith("aten::")})
+    if torch.device(device).type == "cuda":
+        peak = torch.cuda.max_memory_allocated() - before
+    else:
+        mem = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
+        running = peak = 0
+        for _, nbytes in mem:
+            running += nbytes
+            peak = max(peak, running)
+    kernels = [name for name in ops if "scaled_dot_product" in name and name != "aten::scaled_dot_product_attention"]
+    return {"peak_bytes": int(peak), "sdpa_kernels": kernels, "n_ops": len(ops)}
+
+
+def matmul_peak(settings: Settings) -> dict:
+    """In-run matmul throughput (GFLOP/s): the ceiling that model GFLOP/s are compared against."""
+    n = {"smoke": 256, "quick": 1024, "full": 2048}[settings.mode]
+    if settings.is_cuda:
+        n = 8192
+    dev, dt = settings.device, settings.torch_dtype
+    a = torch.randn(n, n, device=dev, dtype=dt)
+    b = torch.randn(n, n, device=dev, dtype=dt)
+    res = compare({"matmul": lambda: a @ b}, settings)
+    return {"n": n, "gflops": 2 * n**3 / res["median_s"]["matmul"] / 1e9, "timing": res}
+
+
+def memory_bandwidth(settings: Settings) -> dict:
+    """In-run memory bandwidth (GB/s): the best of a copy (read + write) and a sum (read) of a
+    tensor far larger than the last-level cache."""
+    mb = {"smoke": 16, "quick": 256, "full": 512}[settings.mode]
+    if settings.is_cuda:
+        mb = 2048
+    n = mb * 2**20 // 4
+    src = torch.randn(n, device=settings.device)
+    dst = torch.empty_like(src)
+    res = compare({"copy": lambda: dst.copy_(src), "sum": lambda: src.sum()}, settings)
+    copy_gbs = 2 * src.nbytes / res["median_s"]["copy"] / 1e9
+    sum_gbs = src.nbytes / res["median_s"]["sum"] / 1e9
+    return {"bytes": src.nbytes, "copy_gbs": copy_gbs, "read_gbs": sum_gbs, "gbs": max(copy_gbs, sum_gbs), "timing": res}
+
+
+@dataclass
+class Target:
+    """A stated goal, checked against a measured value (``value op limit``)."""
+
+    name: str
+    value: Optional[float]
+    op: str
+    limit: float
+    note: str = ""
+    met: Optional[bool] = field(default=None)
+
+    def __post_init__(self) -> None:
+        if self.op not in ("<=", ">="):
+            raise ValueError(f"op must be '<=' or '>=', got {self.op!r}")
+        if self.value is None or (isinstance(self.value, float) and math.isnan(self.value)):
+            self.met = None
+        else:
+            self.met = self.value <= self.limit if self.op == "<=" else self.value >= self.limit
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def fmt_table(headers: list[str], rows: list[list[object]]) -> str:
+    """A plain-text table (numbers formatted to 3 significant digits)."""
+
+    def cell(v: object) -> str:
+        if isinstance(v, float):
+            return f"{v:.3g}"
+        if v is None:
+            return "-"
+        return str(v)
+
+    cells = [[cell(v) for v in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in cells]
+    return "\n".join(out)
+
+
+def environment(settings: Settings) -> dict:
+    """What produced the numbers: versions, device, CPU model, threads, load."""
+    import platform
+
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), cpu)
+    except OSError:
+        pass
+    env = {
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "device": settings.device,
+        "device_name": torch.cuda.get_device_name() if settings.is_cuda else cpu,
+        "cpu_count": os.cpu_count(),
+        "threads": settings.threads,
+        "dtype": settings.dtype,
+        "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "psi_available": cpu_stall_us() is not None,
+        "cpu_pressure_avg10_start": cpu_pressure_avg10(),
+    }
+    try:
+        import transformers
+
+        env["transformers"] = transformers.__version__
+    except ImportError:
+        env["transformers"] = None
+    return env
