@@ -6,6 +6,8 @@ for the API contract; every name below is part of it.
 from .attention import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
 from .cache import KVCache
 from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding, sinusoidal_table
+from .masks import from_additive, from_hf_attention_mask, from_key_padding, from_nn_mha, to_additive, to_hf_attention_mask, to_key_padding, to_nn_mha
+from .train import train
 from .utils import default_device, seed_everything
 
 __version__ = "0.1.0"
