@@ -6,10 +6,13 @@ for the API contract; every name below is part of it.
 from .attention import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
 from .cache import KVCache
 from .config import TransformerConfig
+from .generation import sample_next
 from .layers import DecoderLayer, Embeddings, EncoderLayer, FeedForward
+from .models import GPT, Encoder, EncoderDecoder, ModelOutput
 from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding, sinusoidal_table
 from .masks import from_additive, from_hf_attention_mask, from_key_padding, from_nn_mha, to_additive, to_hf_attention_mask, to_key_padding, to_nn_mha
 from .train import train
 from .utils import default_device, seed_everything
+from . import viz
 
 __version__ = "0.1.0"

@@ -1,0 +1,12 @@
+"""Pictures of attention: static matplotlib heatmaps and kernel-free browser explorers.
+
+``heatmap`` draws one (Tq, Tk) matrix; ``explorer`` / ``attention_explorer`` ship every
+layer/head/example state to the browser as compact numbers and draw them there (no kernel, no
+network); ``precomputed_slider`` links an ipywidgets slider to precomputed outputs client-side.
+"""
+from .attention import attention_explorer
+from .explorer import Explorer, decode_payload, explorer
+from .heatmap import heatmap
+from .widgets import precomputed_slider
+
+__all__ = ["heatmap", "explorer", "attention_explorer", "precomputed_slider", "Explorer", "decode_payload"]

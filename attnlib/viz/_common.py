@@ -1,0 +1,58 @@
+"""Input handling shared by the static heatmap and the browser explorer."""
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+
+def to_numpy(data: Any, name: str = "data") -> np.ndarray:
+    """Any tensor / array / nested list -> float64 numpy array (detached, on the CPU)."""
+    if hasattr(data, "detach"):  # torch.Tensor, without importing torch here
+        data = data.detach().to("cpu").float().numpy()
+    try:
+        arr = np.asarray(data, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be numeric array-like, got {type(data).__name__}") from exc
+    return arr
+
+
+def check_tokens(tokens: Optional[Sequence[Any]], n: int, what: str, unit: str) -> list[str]:
+    """Token labels as strings; ``None`` means positions 0..n-1. Wrong length is a ValueError."""
+    if tokens is None:
+        return [str(i) for i in range(n)]
+    if isinstance(tokens, str):
+        raise TypeError(f"{what} must be a sequence of token strings, not one string {tokens!r}")
+    tokens = [str(t) for t in tokens]
+    if len(tokens) != n:
+        raise ValueError(f"{what} has {len(tokens)} tokens but the matrix has {n} {unit}")
+    return tokens
+
+
+def finite_range(arr: np.ndarray) -> tuple[float, float]:
+    """(min, max) over finite entries; (0, 1) if there are none."""
+    finite = arr[np.isfinite(arr)]
+    if finite.size == 0:
+        return 0.0, 1.0
+    return float(finite.min()), float(finite.max())
+
+
+def colour_range(arr: np.ndarray, vmin: Optional[float], vmax: Optional[float],
+                 diverging: bool) -> tuple[float, float]:
+    """The colour scale: diverging data centre on 0; otherwise [min(0, data), max(1, data)]."""
+    lo, hi = finite_range(arr)
+    if diverging:
+        m = max(abs(lo), abs(hi)) or 1.0
+        lo, hi = -m, m
+    else:
+        lo, hi = min(0.0, lo), max(1.0, hi)
+    lo = lo if vmin is None else float(vmin)
+    hi = hi if vmax is None else float(vmax)
+    if not hi > lo:
+        raise ValueError(f"colour range needs vmin < vmax, got vmin={lo}, vmax={hi}")
+    return lo, hi
+
+
+def default_cmap(diverging: bool) -> str:
+    """Colour-blind-safe, perceptually ordered defaults: viridis for [0, 1], RdBu_r for signed."""
+    return "RdBu_r" if diverging else "viridis"

@@ -1,0 +1,239 @@
+"""A kernel-free attention explorer: every state precomputed in Python, drawn as SVG in the browser.
+
+The output is one self-contained HTML fragment (inline <style>, a JSON payload, an inline <script>;
+no CDN, no require.js), so it works in the static book, in JupyterLab and in Colab with no kernel.
+Numbers travel as integers ``round(value * 10**digits)`` (offset by the smallest one), packed into
+little-endian uint8/16/32 and base64-encoded: the tooltip shows exactly ``round(value, digits)``.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import json
+import math
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+
+from ._common import check_tokens, colour_range, default_cmap, to_numpy
+
+__all__ = ["Explorer", "explorer", "decode_payload"]
+
+_NEG_INF, _POS_INF, _NAN = 0, 1, 2  # sentinels count down from the dtype's maximum
+_DEFAULT_DIMS = ("layer", "head")
+
+
+@lru_cache(maxsize=None)
+def _asset(name: str) -> str:
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=8)
+def _palette(cmap: str) -> str:
+    """256 colours of a matplotlib colormap as one hex string (6 characters per colour)."""
+    import matplotlib
+
+    colours = matplotlib.colormaps[cmap](np.linspace(0.0, 1.0, 256))
+    return "".join("%02x%02x%02x" % tuple(int(round(255 * c)) for c in rgba[:3]) for rgba in colours)
+
+
+def _encode(arr: np.ndarray, digits: int) -> dict[str, Any]:
+    """Quantise to ``digits`` decimals and pack as base64 little-endian unsigned ints."""
+    scale = 10.0 ** digits
+    finite = np.isfinite(arr)
+    q = np.zeros(arr.shape, dtype=np.int64)
+    q[finite] = np.round(arr[finite] * scale).astype(np.int64)
+    base = int(q[finite].min()) if finite.any() else 0
+    span = (int(q[finite].max()) - base) if finite.any() else 0
+    for nbytes, dtype in ((1, "<u1"), (2, "<u2"), (4, "<u4")):
+        top = 2 ** (8 * nbytes) - 1
+        if span <= top - 3:
+            break
+    else:
+        raise ValueError(f"values span {span / scale:g} which at digits={digits} needs more than "
+                         "32 bits per value; pass fewer digits")
+    packed = (q - base).astype(np.int64)
+    packed[np.isneginf(arr)] = top - _NEG_INF
+    packed[np.isposinf(arr)] = top - _POS_INF
+    packed[np.isnan(arr)] = top - _NAN
+    raw = packed.astype(dtype).tobytes(order="C")
+    return {"base": base, "bytes": nbytes, "data": base64.b64encode(raw).decode("ascii")}
+
+
+def decode_payload(payload: Mapping[str, Any], example: int = 0) -> np.ndarray:
+    """Inverse of the packing (what the browser does): the (*leading, Tq, Tk) values of one example."""
+    ex = payload["examples"][example]
+    nbytes = ex["bytes"]
+    raw = np.frombuffer(base64.b64decode(ex["data"]), dtype={1: "<u1", 2: "<u2", 4: "<u4"}[nbytes])
+    top = 2 ** (8 * nbytes) - 1
+    out = (raw.astype(np.float64) + ex["base"]) / 10.0 ** payload["digits"]
+    out[raw == top - _NEG_INF] = -np.inf
+    out[raw == top - _POS_INF] = np.inf
+    out[raw == top - _NAN] = np.nan
+    shape = [len(d["labels"]) for d in payload["dims"]] + [len(ex["rows"]), len(ex["cols"])]
+    return out.reshape(shape)
+
+
+def _json_for_script(obj: Any) -> str:
+    """JSON that is safe inside <script>: no '<', '>' or '&' can close the tag or start a comment."""
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+class Explorer:
+    """A precomputed, browser-drawn attention explorer. Display it (last line of a cell) to show it.
+
+    Attributes:
+        payload: the JSON-able dict shipped to the browser (see ``decode_payload``).
+        uid: a content hash; element ids derive from it, so the same input gives the same HTML.
+    """
+
+    def __init__(self, payload: dict[str, Any]):
+        self.payload = payload
+        self._json = _json_for_script(payload)
+        self.uid = hashlib.sha1(self._json.encode("utf-8")).hexdigest()[:12]
+
+    def __repr__(self) -> str:
+        p = self.payload
+        parts = [f"{d['name']}={len(d['labels'])}" for d in p["dims"]]
+        if len(p["examples"]) > 1:
+            parts.insert(0, f"examples={len(p['examples'])}")
+        shapes = sorted({(len(e["rows"]), len(e["cols"])) for e in p["examples"]})
+        if all(r == c for r, c in shapes):
+            parts.append("tokens=" + "|".join(str(r) for r, _ in shapes))
+        else:
+            parts.append("queries=" + "|".join(str(r) for r, _ in shapes))
+            parts.append("keys=" + "|".join(str(c) for _, c in shapes))
+        title = f"{p['title']!r}, " if p["title"] else ""
+        return f"Explorer({title}{', '.join(parts)})"
+
+    def to_html(self, *, full_page: bool = False) -> str:
+        """The self-contained fragment; ``full_page=True`` wraps it in a minimal HTML document."""
+        root_id = f"attnlib-explorer-{self.uid}"
+        title = html.escape(self.payload["title"] or "")
+        fragment = (
+            f'<div class="attnlib-explorer" id="{root_id}" data-attnlib-uid="{self.uid}" '
+            f'data-state="" role="group" aria-label="{title or "attention explorer"}">'
+            f"<style>{_asset('explorer.css')}</style>"
+            f'<div class="attnlib-noscript">Interactive explorer ({html.escape(repr(self))}): '
+            "it needs JavaScript; in Jupyter, run the cell or trust the notebook.</div>"
+            f'<script type="application/json" class="attnlib-data">{self._json}</script>'
+            f"<script>{_asset('explorer.js')}</script>"
+            "</div>"
+        )
+        if not full_page:
+            return fragment
+        return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                f"<title>{title or 'attention explorer'}</title></head>"
+                f"<body style=\"max-width:720px;margin:16px auto;font-family:sans-serif\">"
+                f"{fragment}</body></html>\n")
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        return {"text/html": self.to_html(), "text/plain": repr(self)}
+
+    def save(self, path: Any) -> None:
+        """Write a standalone HTML page (for sharing or a browser test)."""
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.to_html(full_page=True))
+
+
+def _is_token_list_of_lists(tokens: Any) -> bool:
+    return (tokens is not None and not isinstance(tokens, str) and len(tokens) > 0
+            and not isinstance(tokens[0], str) and isinstance(tokens[0], (list, tuple)))
+
+
+def explorer(data: Any, row_tokens: Optional[Sequence[Any]] = None,
+             col_tokens: Optional[Sequence[Any]] = None, *, dims: Optional[Sequence[str]] = None,
+             dim_labels: Optional[Mapping[str, Sequence[Any]]] = None,
+             examples: Optional[Sequence[str]] = None, title: Optional[str] = None,
+             value_name: str = "weight", diverging: bool = False, vmin: Optional[float] = None,
+             vmax: Optional[float] = None, digits: int = 3, cmap: Optional[str] = None) -> Explorer:
+    """Precompute every state of a (*leading, Tq, Tk) array for the browser explorer.
+
+    Args:
+        data: array-like (*leading, Tq, Tk), or a list of those (one per example, as many leading
+            dims each; Tq/Tk may differ, then ``row_tokens``/``col_tokens`` are lists of lists).
+        row_tokens, col_tokens: query / key labels (``col_tokens`` defaults to ``row_tokens``).
+        dims: names of the leading axes (default: the last ones of ("layer", "head")).
+        dim_labels: {dim name: labels}, one label per index (default 0, 1, ...).
+        examples: names of the examples (a ``select`` picks one).
+        title: shown above the plot; value_name: what a cell holds ("weight", "score", ...).
+        diverging: signed data: a diverging colour-blind-safe palette centred on 0.
+        vmin, vmax: colour range (default [min(0, data), max(1, data)], or +-max|data| diverging).
+        digits: decimals kept and shown (the payload holds round(value, digits) exactly).
+        cmap: any matplotlib colormap name (default viridis / RdBu_r).
+    Returns:
+        An ``Explorer``; display it to draw it. ``-inf``/NaN cells are drawn as masked.
+    """
+    if not isinstance(digits, int) or not 0 <= digits <= 6:
+        raise ValueError(f"digits must be an int in [0, 6], got {digits!r}")
+    multi = isinstance(data, (list, tuple)) and (examples is not None or _is_token_list_of_lists(row_tokens))
+    arrays = [to_numpy(d, f"data[{i}]") for i, d in enumerate(data)] if multi else [to_numpy(data)]
+    n_ex = len(arrays)
+    if n_ex == 0:
+        raise ValueError("explorer needs at least one example, got an empty list")
+    if examples is None:
+        examples = [f"example {i}" for i in range(n_ex)]
+    examples = [str(e) for e in examples]
+    if len(examples) != n_ex:
+        raise ValueError(f"examples has {len(examples)} names but data has {n_ex} examples")
+
+    def per_example(tokens: Any, what: str) -> list[Any]:
+        if tokens is None or not _is_token_list_of_lists(tokens):
+            return [tokens] * n_ex
+        if len(tokens) != n_ex:
+            raise ValueError(f"{what} has {len(tokens)} token lists but data has {n_ex} examples")
+        return list(tokens)
+
+    rows_per, cols_per = per_example(row_tokens, "row_tokens"), per_example(col_tokens, "col_tokens")
+    lead = arrays[0].shape[:-2]
+    for i, a in enumerate(arrays):
+        if a.ndim < 2:
+            raise ValueError(f"data must be (*leading, Tq, Tk); example {i} has shape {tuple(a.shape)}")
+        if a.shape[:-2] != lead:
+            raise ValueError(f"every example needs the same leading shape; example 0 has {tuple(lead)}, "
+                             f"example {i} has {tuple(a.shape[:-2])}")
+        if a.shape[-1] == 0 or a.shape[-2] == 0 or 0 in lead:
+            raise ValueError(f"example {i} has an empty axis: shape {tuple(a.shape)}")
+    if dims is None:
+        dims = _DEFAULT_DIMS[-len(lead):] if 0 < len(lead) <= 2 else [f"axis {k}" for k in range(len(lead))]
+    dims = [str(d) for d in dims]
+    if len(dims) != len(lead):
+        raise ValueError(f"dims names {len(dims)} axes {dims} but data has {len(lead)} leading axes "
+                         f"(shape {tuple(arrays[0].shape)})")
+    dim_labels = dict(dim_labels or {})
+    unknown = set(dim_labels) - set(dims)
+    if unknown:
+        raise ValueError(f"dim_labels names unknown dims {sorted(unknown)}; dims are {dims}")
+    dim_spec = []
+    for name, size in zip(dims, lead):
+        labels = [str(x) for x in dim_labels.get(name, range(size))]
+        if len(labels) != size:
+            raise ValueError(f"dim_labels[{name!r}] has {len(labels)} labels but the {name} axis has {size}")
+        dim_spec.append({"name": name, "labels": labels})
+
+    lo, hi = colour_range(np.concatenate([a.ravel() for a in arrays]), vmin, vmax, diverging)
+    ex_payload = []
+    for name, a, rt, ct in zip(examples, arrays, rows_per, cols_per):
+        tq, tk = a.shape[-2:]
+        if ct is None and rt is not None and tq == tk:
+            ct = rt
+        rows = check_tokens(rt, tq, "row_tokens", f"rows (queries) in {name!r}")
+        cols = check_tokens(ct, tk, "col_tokens", f"columns (keys) in {name!r}")
+        ex_payload.append({"name": name, "rows": rows, "cols": cols, **_encode(a, digits)})
+    payload = {
+        "v": 1, "title": "" if title is None else str(title), "valueName": str(value_name),
+        "digits": digits, "vmin": _round(lo), "vmax": _round(hi), "diverging": bool(diverging),
+        "palette": _palette(cmap or default_cmap(diverging)), "dims": dim_spec, "examples": ex_payload,
+    }
+    return Explorer(payload)
+
+
+def _round(x: float) -> float:
+    return float(f"{x:.6g}") if math.isfinite(x) else x

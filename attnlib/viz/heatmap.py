@@ -1,0 +1,127 @@
+"""Static attention heatmaps with matplotlib: token axes, a labelled colour bar, masked cells hatched."""
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.colors import Normalize
+from matplotlib.patches import Rectangle
+
+from ._common import check_tokens, default_cmap, finite_range, to_numpy
+
+ANNOTATE_MAX = 10  # annotate every cell automatically when both sides have at most this many tokens
+LABEL_MAX = 40     # show every token label up to this many; beyond, every n-th
+
+
+def _label(token: str, width: int = 14) -> str:
+    """A token as a tick label: visible whitespace, '$' escaped (mathtext), long tokens shortened."""
+    shown = token.replace("\n", "\u23ce").replace("$", r"\$")
+    if not token.strip():
+        shown = "\u2423" * max(1, len(token))  # a run of spaces shows as open boxes
+    return shown if len(shown) <= width else shown[: width - 1] + "\u2026"
+
+
+def _ticks(ax: Axes, axis: str, tokens: Sequence[str]) -> None:
+    step = max(1, -(-len(tokens) // LABEL_MAX))
+    idx = list(range(0, len(tokens), step))
+    labels = [_label(tokens[i]) for i in idx]
+    if axis == "x":
+        ax.set_xticks(idx)
+        ax.set_xticklabels(labels, rotation=45, ha="right", rotation_mode="anchor")
+    else:
+        ax.set_yticks(idx)
+        ax.set_yticklabels(labels)
+
+
+def heatmap(weights: Any, row_tokens: Optional[Sequence[Any]] = None,
+            col_tokens: Optional[Sequence[Any]] = None, *, ax: Optional[Axes] = None,
+            title: Optional[str] = None, cmap: Optional[str] = None, vmin: Optional[float] = 0.0,
+            vmax: Optional[float] = 1.0, annotate: Optional[bool] = None,
+            colorbar_label: str = "attention weight", xlabel: str = "key",
+            ylabel: str = "query", digits: int = 2, colorbar: bool = True,
+            figsize: Optional[tuple[float, float]] = None) -> Axes:
+    """Draw a (Tq, Tk) matrix as a heatmap with query tokens down the side and key tokens along the bottom.
+
+    Args:
+        weights: (Tq, Tk) tensor or array; ``-inf`` / NaN cells (masked scores) are drawn hatched grey.
+        row_tokens: Tq labels for the rows (queries); ``None`` numbers them.
+        col_tokens: Tk labels for the columns (keys); defaults to ``row_tokens`` when square.
+        ax: axes to draw into; a new figure of about (5, 4) inches is made when ``None``.
+        title: the axes title (defaults to "attention weights").
+        cmap: colormap name; default viridis, or RdBu_r when the range straddles 0 (signed data).
+        vmin, vmax: colour range, default [0, 1] for weights; ``None`` takes it from the data
+            (centred on 0 for signed data). Values outside the range get arrow ends on the colour bar.
+        annotate: write each value in its cell; default when both sides have at most 10 tokens.
+        colorbar_label: the colour bar's label (the weight scale).
+        xlabel, ylabel: axis names; digits: decimals of the annotations.
+    Returns:
+        The matplotlib ``Axes`` (``ax.figure`` is the figure; close it after showing).
+    """
+    arr = to_numpy(weights, "weights")
+    if arr.ndim != 2:
+        raise ValueError(f"heatmap needs a 2-D (Tq, Tk) matrix, got shape {tuple(arr.shape)}; "
+                         "select one layer/head first, e.g. weights[0, 0]")
+    n_rows, n_cols = arr.shape
+    rows = check_tokens(row_tokens, n_rows, "row_tokens", "rows (queries)")
+    if col_tokens is None and row_tokens is not None and n_rows == n_cols:
+        col_tokens = row_tokens
+    cols = check_tokens(col_tokens, n_cols, "col_tokens", "columns (keys)")
+
+    lo, hi = finite_range(arr)
+    if vmin is None and vmax is None and lo < 0 < hi:  # signed data: centre the scale on 0
+        m = max(-lo, hi)
+        vmin, vmax = -m, m
+    vmin = lo if vmin is None else float(vmin)
+    vmax = hi if vmax is None else float(vmax)
+    if not vmax > vmin:
+        vmax = vmin + 1.0  # a constant matrix: any non-empty range shows it
+    if cmap is None:
+        cmap = default_cmap(vmin < 0 < vmax)
+
+    if ax is None:
+        if figsize is None:
+            side = max(n_rows, n_cols)
+            figsize = (5.0, 4.0) if side <= 12 else (6.0, 5.0) if side <= 24 else (7.0, 6.0)
+        _, ax = plt.subplots(figsize=figsize, layout="constrained")
+
+    masked = ~np.isfinite(arr) & ~np.isposinf(arr)  # -inf and NaN are "no score"; +inf is just big
+    shown = np.ma.masked_array(np.where(np.isposinf(arr), vmax, arr), mask=masked)
+    colormap = plt.get_cmap(cmap).copy()
+    colormap.set_bad((0, 0, 0, 0))  # transparent: the hatched patch underneath shows through
+    norm = Normalize(vmin=vmin, vmax=vmax)
+    ax.add_patch(Rectangle((-0.5, -0.5), n_cols, n_rows, facecolor="0.88", edgecolor="0.55",
+                           hatch="///", linewidth=0, zorder=0))
+    image = ax.imshow(shown, cmap=colormap, norm=norm, aspect="auto", interpolation="nearest",
+                      zorder=1)
+    ax.set_xlim(-0.5, n_cols - 0.5)
+    ax.set_ylim(n_rows - 0.5, -0.5)
+    _ticks(ax, "x", cols)
+    _ticks(ax, "y", rows)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title("attention weights" if title is None else title)
+    ax.tick_params(length=2)
+
+    if colorbar:
+        extend = {(False, False): "neither", (True, False): "min", (False, True): "max",
+                  (True, True): "both"}[(lo < vmin, hi > vmax)]
+        cbar = ax.figure.colorbar(image, ax=ax, extend=extend, fraction=0.046, pad=0.03)
+        cbar.set_label(colorbar_label)
+
+    if annotate is None:
+        annotate = max(n_rows, n_cols) <= ANNOTATE_MAX
+    if annotate:
+        for i in range(n_rows):
+            for j in range(n_cols):
+                v = arr[i, j]
+                if np.isfinite(v):
+                    r, g, b, _ = colormap(norm(v))
+                    dark = 0.2126 * r + 0.7152 * g + 0.0722 * b < 0.5  # relative luminance
+                    text, colour = f"{v:.{digits}f}", "white" if dark else "black"
+                else:
+                    text, colour = ("-\u221e" if v < 0 else "+\u221e" if v > 0 else "NaN"), "0.25"
+                ax.text(j, i, text, ha="center", va="center", color=colour,
+                        fontsize=8 if max(n_rows, n_cols) > 6 else 9)
+    return ax

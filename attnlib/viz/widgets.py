@@ -1,0 +1,63 @@
+"""``precomputed_slider``: an ipywidgets slider that moves in the static book (client-side jslink)."""
+from __future__ import annotations
+
+import base64
+import io
+from typing import Any, Callable, Sequence
+
+
+def _bundle(obj: Any) -> dict[str, Any]:
+    """A display bundle for what ``render`` returned (figures become small PNGs, then closed)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    if isinstance(obj, Axes):
+        obj = obj.figure
+    if isinstance(obj, Figure):
+        buf = io.BytesIO()
+        obj.savefig(buf, format="png", dpi=80, metadata={"Software": None})
+        plt.close(obj)
+        return {"image/png": base64.b64encode(buf.getvalue()).decode("ascii"),
+                "text/plain": f"<Figure size {obj.get_figwidth():g}x{obj.get_figheight():g} in>"}
+    if hasattr(obj, "_repr_mimebundle_"):
+        data = obj._repr_mimebundle_()
+        return dict(data[0] if isinstance(data, tuple) else data)
+    if hasattr(obj, "_repr_html_"):
+        return {"text/html": obj._repr_html_(), "text/plain": repr(obj)}
+    return {"text/plain": str(obj)}
+
+
+def precomputed_slider(values: Sequence[Any], render: Callable[[Any], Any], *,
+                       description: str = "value", continuous_update: bool = True) -> Any:
+    """A slider over ``values`` linked in the browser to a ``Stack`` of precomputed outputs.
+
+    ``render(v)`` returns what to show for ``v``: a matplotlib Figure/Axes (stored as a PNG at 80 dpi
+    and closed: keep figures small, the PNGs live in the notebook's widget state), or anything with
+    ``_repr_html_`` / ``_repr_mimebundle_`` (e.g. an explorer), or text. The slider's index is
+    ``jslink``ed to the Stack's ``selected_index``, so it moves with no kernel (static book, Colab).
+
+    Returns:
+        ``ipywidgets.VBox([slider, stack])``; ``.children[0]`` is the slider, ``.children[1]`` the Stack.
+    """
+    import ipywidgets as widgets
+
+    values = list(values)
+    if not values:
+        raise ValueError("precomputed_slider needs at least one value, got an empty sequence")
+    if not callable(render):
+        raise TypeError(f"render must be callable, got {type(render).__name__}")
+    labels = [str(v) for v in values]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"values must have distinct labels, got {labels}")
+    outputs = []
+    for v in values:
+        out = widgets.Output()
+        out.outputs = ({"output_type": "display_data", "data": _bundle(render(v)), "metadata": {}},)
+        outputs.append(out)
+    stack = widgets.Stack(outputs, selected_index=0)
+    slider = widgets.SelectionSlider(options=list(zip(labels, range(len(values)))), index=0,
+                                     description=description, continuous_update=continuous_update,
+                                     style={"description_width": "initial"})
+    widgets.jslink((slider, "index"), (stack, "selected_index"))
+    return widgets.VBox([slider, stack])
