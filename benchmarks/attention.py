@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 import attnlib
 
-from .harness import Settings, Target, compare, fmt_table, profile_call
+from .harness import Settings, Target, compare, fmt_table, profile_calls
 
 SIZES = {"smoke": [32, 64], "quick": [128, 512, 1024, 2048], "full": [128, 512, 1024, 2048, 4096]}
 HEADS, HEAD_DIM = 12, 64
@@ -53,7 +53,7 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
         elem = q.element_size()
         tt_bytes = q.shape[0] * HEADS * T * T * elem  # one (B, H, T, T) tensor
         out_bytes = q.numel() * elem                   # one (B, H, T, D) tensor
-        mem = {name: profile_call(fn, settings.device) for name, fn in variants.items()}
+        mem = profile_calls(variants, settings.device)
         rows.append({
             "T": T,
             "timing": res,
@@ -77,7 +77,7 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
             "math_is_causal": lambda: sdpa(q, k, v, is_causal=True, backend="math"),
         }
         cres = compare(cvariants, settings, baseline="is_causal")
-        cmem = {name: profile_call(fn, settings.device) for name, fn in cvariants.items()}
+        cmem = profile_calls(cvariants, settings.device)
         causal_rows.append({"T": T, "timing": cres, "memory": cmem,
                             "mask_over_is_causal": cres["ratio"]["bool_mask"]})
         log(f"  attention T={T}: overhead {rows[-1]['overhead']:.3f}x, math/sdpa "

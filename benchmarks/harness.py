@@ -163,31 +163,49 @@ def compare(variants: dict[str, Callable[[], object]], settings: Settings, *, ba
     }
 
 
-def profile_call(fn: Callable[[], object], device: str) -> dict:
-    """Peak memory of one call (bytes above what was live before it) and the aten ops it ran."""
-    from torch.profiler import ProfilerActivity, profile
+def profile_calls(fns: dict[str, Callable[[], object]], device: str) -> dict[str, dict]:
+    """Per function: peak memory of one call (bytes above what was live before it) and the SDPA
+    kernels it ran. One profiler session for all (starting one costs seconds); each call runs
+    inside its own ``record_function`` range, and events are attributed by time window."""
+    from torch.profiler import ProfilerActivity, profile, record_function
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.device(device).type == "cuda" else [])
-    fn()  # warm: lazy allocations should not count
-    synchronize(device)
-    if torch.device(device).type == "cuda":
-        torch.cuda.reset_peak_memory_stats()
-        before = torch.cuda.memory_allocated()
-    with profile(activities=activities, profile_memory=True) as prof:
-        fn()
+    cuda = torch.device(device).type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    cuda_peak = {}
+    for name, fn in fns.items():
+        fn()  # warm: lazy allocations should not count
         synchronize(device)
-    events = prof.profiler.kineto_results.events()
-    ops = sorted({e.name() for e in events if e.name().startswith("aten::")})
-    if torch.device(device).type == "cuda":
-        peak = torch.cuda.max_memory_allocated() - before
-    else:
-        mem = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
-        running = peak = 0
-        for _, nbytes in mem:
-            running += nbytes
-            peak = max(peak, running)
-    kernels = [name for name in ops if "scaled_dot_product" in name and name != "aten::scaled_dot_product_attention"]
-    return {"peak_bytes": int(peak), "sdpa_kernels": kernels, "n_ops": len(ops)}
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
+            before = torch.cuda.memory_allocated()
+            fn()
+            synchronize(device)
+            cuda_peak[name] = torch.cuda.max_memory_allocated() - before
+    tags = {name: f"bench::{i}" for i, name in enumerate(fns)}
+    with profile(activities=activities, profile_memory=True) as prof:
+        for name, fn in fns.items():
+            with record_function(tags[name]):
+                fn()
+                synchronize(device)
+    events = list(prof.profiler.kineto_results.events())
+    out = {}
+    for name in fns:
+        win = next(e for e in events if e.name() == tags[name])
+        t0, t1 = win.start_ns(), win.start_ns() + win.duration_ns()
+        inside = [e for e in events if t0 <= e.start_ns() <= t1]
+        ops = sorted({e.name() for e in inside if e.name().startswith("aten::")})
+        if cuda:
+            peak = cuda_peak[name]
+        else:
+            running = peak = 0
+            for _, nbytes in sorted((e.start_ns(), e.nbytes()) for e in inside if e.name() == "[memory]"):
+                running += nbytes
+                peak = max(peak, running)
+        kernels = [op for op in ops if "scaled_dot_product" in op and op != "aten::scaled_dot_product_attention"]
+        kernels += sorted({e.name() for e in inside if cuda and ("flash" in e.name() or "fmha" in e.name()
+                                                                  or "cudnn" in e.name())})[:3]
+        out[name] = {"peak_bytes": int(peak), "sdpa_kernels": kernels, "n_ops": len(ops)}
+    return out
 
 
 def matmul_peak(settings: Settings) -> dict:
