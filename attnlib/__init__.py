@@ -13,6 +13,8 @@ from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalP
 from .masks import from_additive, from_hf_attention_mask, from_key_padding, from_nn_mha, to_additive, to_hf_attention_mask, to_key_padding, to_nn_mha
 from .train import train
 from .utils import default_device, seed_everything
+from .tokenizers import BPETokenizer, CharTokenizer
+from .data import load_corpus
 from . import viz
 
 __version__ = "0.1.0"

@@ -1,0 +1,212 @@
+"""Teaching tokenizers: characters, and a byte-level BPE you can train in seconds.
+
+The byte-level BPE follows GPT-2: split the text into chunks with GPT-2's regular expression, turn
+each chunk into its UTF-8 bytes (ids 0..255), then repeatedly merge the most frequent adjacent pair
+of ids into a new id. Any text can be encoded (every byte has an id) and decoding is exact.
+"""
+from __future__ import annotations
+
+import heapq
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Iterable, Optional, Sequence
+
+# GPT-2's pre-tokenization pattern, written for Python's `re` (which has no \p{L} / \p{N}):
+# \p{L} -> [^\W\d_] (letters), \p{N} -> \d, [^\s\p{L}\p{N}] -> [^\s\w] or "_". Identical to the
+# original on text without exotic number characters such as "²" (which `re` counts as letters).
+GPT2_SPLIT_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?[^\W\d_]+| ?\d+| ?(?:[^\s\w]|_)+|\s+(?!\S)|\s+"""
+_SPLIT = re.compile(GPT2_SPLIT_PATTERN)
+
+
+def pretokenize(text: str) -> list[str]:
+    """Split ``text`` into GPT-2 chunks: words with their leading space, numbers, punctuation, spaces.
+
+    BPE merges never cross a chunk boundary, so " the" and "the," cannot become one token.
+    """
+    return _SPLIT.findall(text)
+
+
+class CharTokenizer:
+    """One token per character; the vocabulary is the sorted set of characters seen in training."""
+
+    def __init__(self, chars: Iterable[str]):
+        self.itos: list[str] = sorted(set(chars))
+        if any(len(c) != 1 for c in self.itos):
+            raise ValueError("CharTokenizer vocabulary entries must be single characters")
+        self.stoi: dict[str, int] = {c: i for i, c in enumerate(self.itos)}
+
+    @classmethod
+    def from_text(cls, text: str) -> "CharTokenizer":
+        return cls(text)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.itos)
+
+    def encode(self, text: str) -> list[int]:
+        for pos, c in enumerate(text):
+            if c not in self.stoi:
+                raise ValueError(f"character {c!r} at position {pos} is not in the vocabulary "
+                                 f"of {self.vocab_size} characters")
+        return [self.stoi[c] for c in text]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        _check_ids(ids, self.vocab_size)
+        return "".join(self.itos[i] for i in ids)
+
+
+@dataclass(frozen=True)
+class MergeStep:
+    """One training step: ``pair`` (two ids) became ``new_id``; it occurred ``count`` times, and
+    the next most frequent pair ``runner_up`` times (equal counts = a tie; see :func:`tie_order`)."""
+
+    pair: tuple[int, int]
+    new_id: int
+    count: int
+    runner_up: int
+
+
+def pair_counts(words: dict[tuple[int, ...], int]) -> Counter:
+    """How often each adjacent pair of ids occurs, weighting each word by its frequency."""
+    counts: Counter = Counter()
+    for ids, n in words.items():
+        for pair in zip(ids, ids[1:]):
+            counts[pair] += n
+    return counts
+
+
+def merge(ids: Sequence[int], pair: tuple[int, int], new_id: int) -> list[int]:
+    """Replace every non-overlapping occurrence of ``pair`` in ``ids`` (scanning left to right)."""
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+class BPETokenizer:
+    """Byte-level BPE: ids 0..255 are bytes, id 256 + k is the k-th learned merge.
+
+    Train with :meth:`train`; ``merges`` lists the learned pairs in order, ``history`` the counts.
+    """
+
+    def __init__(self, merges: Sequence[tuple[int, int]] = (), history: Sequence[MergeStep] = ()):
+        self.merges: list[tuple[int, int]] = [tuple(p) for p in merges]
+        self.history: list[MergeStep] = list(history)
+        self.vocab: dict[int, bytes] = {i: bytes([i]) for i in range(256)}
+        for k, (a, b) in enumerate(self.merges):
+            if a >= 256 + k or b >= 256 + k:
+                raise ValueError(f"merge {k} uses id {max(a, b)}, but only {256 + k} ids exist before it")
+            self.vocab[256 + k] = self.vocab[a] + self.vocab[b]
+        self._rank = {p: k for k, p in enumerate(self.merges)}
+
+    @classmethod
+    def train(cls, text: str, num_merges: int) -> "BPETokenizer":
+        """Learn ``num_merges`` merges from ``text`` (fewer if every chunk becomes one token).
+
+        Each step merges the most frequent adjacent pair. Ties go to the pair that comes first in
+        Hugging Face's order (see :func:`tie_order`), so the merges equal ``tokenizers``' BpeTrainer's.
+        """
+        if num_merges < 0:
+            raise ValueError(f"num_merges must be >= 0, got {num_merges}")
+        # Merges happen inside chunks, so count each distinct chunk once with its frequency.
+        words = {tuple(w.encode("utf-8")): n for w, n in Counter(pretokenize(text)).items()}
+        merges, history, order = [], [], tie_order()
+        for k in range(num_merges):
+            counts = pair_counts(words)
+            if not counts:
+                break
+            best, runner_up = (heapq.nlargest(2, counts.values()) + [0])[:2]
+            tied = [p for p, c in counts.items() if c == best]
+            pair = min(tied, key=lambda p: (order.get(p[0], p[0]), order.get(p[1], p[1])))
+            new_id = 256 + k
+            merges.append(pair)
+            history.append(MergeStep(pair, new_id, best, runner_up))
+            words = {tuple(merge(w, pair, new_id)): n for w, n in words.items()}
+        return cls(merges, history)
+
+    @property
+    def vocab_size(self) -> int:
+        return 256 + len(self.merges)
+
+    def _encode_chunk(self, ids: list[int], limit: int) -> list[int]:
+        # Apply merges in the order they were learned: always the lowest-ranked pair present.
+        while len(ids) > 1:
+            ranked = [(self._rank.get(p, limit), p) for p in zip(ids, ids[1:])]
+            rank, pair = min(ranked)
+            if rank >= limit:
+                break
+            ids = merge(ids, pair, 256 + rank)
+        return ids
+
+    def encode(self, text: str, num_merges: Optional[int] = None) -> list[int]:
+        """Token ids of ``text``, using only the first ``num_merges`` merges (default: all)."""
+        limit = len(self.merges) if num_merges is None else num_merges
+        if not 0 <= limit <= len(self.merges):
+            raise ValueError(f"num_merges must be in [0, {len(self.merges)}], got {num_merges}")
+        out: list[int] = []
+        for chunk in pretokenize(text):
+            out.extend(self._encode_chunk(list(chunk.encode("utf-8")), limit))
+        return out
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of ``ids``; byte sequences that are not valid UTF-8 become U+FFFD."""
+        _check_ids(ids, self.vocab_size)
+        return b"".join(self.vocab[i] for i in ids).decode("utf-8", errors="replace")
+
+    def token_str(self, i: int) -> str:
+        """Readable text of one token (bytes that are not whole UTF-8 characters shown as \\xNN)."""
+        _check_ids([i], self.vocab_size)
+        return self.vocab[i].decode("utf-8", errors="backslashreplace")
+
+    def tokens(self, text: str, num_merges: Optional[int] = None) -> list[str]:
+        """The pieces of ``text``, as readable strings (see :meth:`token_str`)."""
+        return [self.token_str(i) for i in self.encode(text, num_merges)]
+
+    def merge_strings(self) -> list[tuple[str, str]]:
+        """The merges as pairs of strings in GPT-2's byte-to-character alphabet (space -> "Ġ"),
+        the form Hugging Face ``tokenizers`` stores in ``tokenizer.json``."""
+        table = bytes_to_unicode()
+        show = lambda i: "".join(table[b] for b in self.vocab[i])  # noqa: E731
+        return [(show(a), show(b)) for a, b in self.merges]
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible map from the 256 byte values to printable characters.
+
+    Printable Latin-1 bytes map to themselves; the rest (space, control bytes...) are shifted to
+    code points 256 and up, so a space becomes "Ġ" and a newline "Ċ".
+    """
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
+    table, shift = {}, 0
+    for b in range(256):
+        if b in keep:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + shift)
+            shift += 1
+    return table
+
+
+def tie_order() -> dict[int, int]:
+    """Rank of each byte id for breaking ties between equally frequent pairs.
+
+    Hugging Face's trainer numbers the 256 bytes by their GPT-2 character (see
+    :func:`bytes_to_unicode`), so a space ("Ġ", U+0120) ranks after every letter, and breaks ties
+    in favour of the pair with the smaller numbers. Merged tokens rank by creation (id 256 + k).
+    """
+    table = bytes_to_unicode()
+    return {b: rank for rank, b in enumerate(sorted(range(256), key=lambda b: table[b]))}
+
+
+def _check_ids(ids: Sequence[int], vocab_size: int) -> None:
+    for i in ids:
+        if isinstance(i, bool) or not isinstance(i, int):
+            raise TypeError(f"token ids must be ints, got {type(i).__name__} {i!r}")
+        if not 0 <= i < vocab_size:
+            raise ValueError(f"token id {i} is outside [0, {vocab_size}) (vocabulary size {vocab_size})")
