@@ -88,8 +88,8 @@ def heatmap(weights: Any, row_tokens: Optional[Sequence[Any]] = None,
 
     masked = ~np.isfinite(arr) & ~np.isposinf(arr)  # -inf and NaN are "no score"; +inf is just big
     shown = np.ma.masked_array(np.where(np.isposinf(arr), vmax, arr), mask=masked)
-    colormap = plt.get_cmap(cmap).copy()
-    colormap.set_bad((0, 0, 0, 0))  # transparent: the hatched patch underneath shows through
+    # bad (masked) cells transparent: the hatched patch underneath shows through
+    colormap = plt.get_cmap(cmap).with_extremes(bad=(0, 0, 0, 0))
     norm = Normalize(vmin=vmin, vmax=vmax)
     ax.add_patch(Rectangle((-0.5, -0.5), n_cols, n_rows, facecolor="0.88", edgecolor="0.55",
                            hatch="///", linewidth=0, zorder=0))

@@ -1,0 +1,287 @@
+"""attnlib.viz: heatmap drawing, explorer payload (round trip, escaping, determinism, size), validation."""
+from __future__ import annotations
+
+import json
+import re
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from attnlib import viz  # noqa: E402
+
+torch.set_num_threads(1)
+EVIL = "<script>alert(1)</script>"
+
+
+def softmax_weights(*shape: int, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.softmax(torch.randn(*shape, generator=g), dim=-1)
+
+
+def payload_of(html: str) -> dict:
+    m = re.search(r'<script type="application/json" class="attnlib-data">(.*?)</script>', html, re.S)
+    assert m is not None, "no JSON payload script in the HTML"
+    return json.loads(m.group(1))
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+# ----------------------------------------------------------------------------------- heatmap
+def test_heatmap_labels_title_colorbar():
+    w = softmax_weights(3, 4)
+    ax = viz.heatmap(w, ["I", "like", "tea"], ["a", "b", "c", "d"], title="my title")
+    assert ax.get_title() == "my title"
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["I", "like", "tea"]
+    xt = ax.get_xticklabels()
+    assert [t.get_text() for t in xt] == ["a", "b", "c", "d"]
+    assert all(t.get_rotation() == 45 for t in xt)
+    assert ax.get_xlabel() == "key" and ax.get_ylabel() == "query"
+    cbar_axes = [a for a in ax.figure.axes if a is not ax]
+    assert len(cbar_axes) == 1 and cbar_axes[0].get_ylabel() == "attention weight"
+    image = ax.images[0]
+    assert image.get_cmap().name.startswith("viridis")
+    np.testing.assert_allclose(np.asarray(image.get_array()), w.numpy(), rtol=0, atol=1e-6)
+    assert image.norm.vmin == 0.0 and image.norm.vmax == 1.0
+
+
+def test_heatmap_annotations_are_the_numbers():
+    w = softmax_weights(3, 3)
+    ax = viz.heatmap(w, ["a", "b", "c"])
+    texts = [t.get_text() for t in ax.texts]
+    assert texts == [f"{v:.2f}" for v in w.flatten().tolist()]
+    ax2 = viz.heatmap(softmax_weights(12, 12), list("abcdefghijkl"))
+    assert ax2.texts == [] or len(ax2.texts) == 0  # too many cells: no annotations by default
+
+
+def test_heatmap_masked_cells_do_not_crash_and_are_masked():
+    scores = torch.randn(4, 4)
+    scores = scores.masked_fill(~torch.ones(4, 4, dtype=torch.bool).tril(), float("-inf"))
+    ax = viz.heatmap(scores, list("abcd"), vmin=None, vmax=None, colorbar_label="score")
+    data = ax.images[0].get_array()
+    assert np.array_equal(np.ma.getmaskarray(data), ~np.tri(4, dtype=bool))
+    assert any(p.get_hatch() for p in ax.patches), "masked cells need a hatched background"
+    assert "-\u221e" in [t.get_text() for t in ax.texts]
+
+
+def test_heatmap_signed_data_gets_diverging_symmetric_scale():
+    x = torch.tensor([[-2.0, 1.0], [0.5, 0.0]])
+    ax = viz.heatmap(x, ["a", "b"], vmin=None, vmax=None)
+    image = ax.images[0]
+    assert image.get_cmap().name.startswith("RdBu")
+    assert (image.norm.vmin, image.norm.vmax) == (-2.0, 2.0)
+
+
+def test_heatmap_dollar_tokens_are_escaped_for_mathtext():
+    ax = viz.heatmap(torch.eye(2), ["$5", "x"])
+    ax.figure.canvas.draw()  # would raise on unbalanced mathtext
+    assert ax.get_yticklabels()[0].get_text() == r"\$5"
+
+
+def test_heatmap_validation():
+    with pytest.raises(ValueError, match=r"2-D.*\(2, 3, 3\)"):
+        viz.heatmap(torch.rand(2, 3, 3), list("abc"))
+    with pytest.raises(ValueError, match=r"row_tokens has 2 tokens.*3 rows"):
+        viz.heatmap(torch.rand(3, 3), ["a", "b"])
+    with pytest.raises(ValueError, match=r"col_tokens has 3 tokens.*4 columns"):
+        viz.heatmap(torch.rand(3, 4), list("abc"), list("abc"))
+    with pytest.raises(TypeError, match="one string"):
+        viz.heatmap(torch.rand(3, 3), "abc")
+
+
+def test_heatmap_draws_into_given_axes():
+    fig, axes = plt.subplots(1, 2)
+    out = viz.heatmap(torch.eye(2), ["a", "b"], ax=axes[1], colorbar=False)
+    assert out is axes[1] and len(axes[1].images) == 1 and len(axes[0].images) == 0
+
+
+# ----------------------------------------------------------------------------------- explorer
+def test_explorer_payload_round_trip_within_quantisation_step():
+    x = softmax_weights(2, 3, 5, 5)
+    for digits in (1, 3, 5):
+        ex = viz.explorer(x, list("abcde"), digits=digits)
+        back = viz.decode_payload(payload_of(ex._repr_html_()))
+        assert back.shape == (2, 3, 5, 5)
+        assert np.abs(back - x.double().numpy()).max() <= 0.5 * 10.0 ** -digits + 1e-12
+
+
+def test_explorer_signed_and_masked_values_round_trip():
+    x = torch.randn(2, 4, 4) * 30
+    x[0, 0, 1] = float("-inf")
+    x[1, 2, 3] = float("nan")
+    x[1, 3, 0] = float("inf")
+    ex = viz.explorer(x, list("abcd"), dims=("head",), value_name="score", diverging=True)
+    back = viz.decode_payload(ex.payload)
+    assert back[0, 0, 1] == -np.inf and np.isnan(back[1, 2, 3]) and back[1, 3, 0] == np.inf
+    finite = np.isfinite(x.numpy())
+    assert np.abs(back[finite] - x.double().numpy()[finite]).max() <= 0.5e-3 + 1e-9
+    assert ex.payload["vmin"] == -ex.payload["vmax"]  # diverging: centred on 0
+
+
+def test_explorer_escapes_tokens_and_title():
+    ex = viz.explorer(softmax_weights(1, 2, 2), [EVIL, "b"], title=EVIL, examples=None)
+    html = ex._repr_html_()
+    assert EVIL not in html and "<b>" not in html
+    assert html.count("<script") == 2 and html.count("</script>") == 2  # payload + code, nothing injected
+    p = payload_of(html)
+    assert p["examples"][0]["rows"][0] == EVIL and p["title"] == EVIL  # shown as text, intact
+
+
+def test_explorer_html_is_deterministic_and_content_addressed():
+    a = viz.explorer(softmax_weights(2, 4, 4), list("abcd"))._repr_html_()
+    b = viz.explorer(softmax_weights(2, 4, 4), list("abcd"))._repr_html_()
+    c = viz.explorer(softmax_weights(2, 4, 4, seed=1), list("abcd"))._repr_html_()
+    assert a == b
+    ids = [re.search(r'id="(attnlib-explorer-[0-9a-f]+)"', h).group(1) for h in (a, c)]
+    assert ids[0] != ids[1]
+
+
+def test_explorer_is_self_contained():
+    html = viz.explorer(softmax_weights(2, 3, 3), list("abc"))._repr_html_()
+    assert html.startswith('<div class="attnlib-explorer"') and html.endswith("</div>")
+    for banned in ("<link", " src=", "require(", "fetch(", "XMLHttpRequest", "import(", "cdn", "@import"):
+        assert banned not in html, banned
+    assert "<style>" in html and "svg.attnlib-plot" in html and "attnlib-tooltip" in html
+
+
+def test_explorer_size_for_6_layers_12_heads_16_tokens():
+    ex = viz.explorer(softmax_weights(6, 12, 16, 16), [f"t{i}" for i in range(16)])
+    size = len(ex._repr_html_().encode("utf-8"))
+    data_bytes = len(ex.payload["examples"][0]["data"])
+    assert ex.payload["examples"][0]["bytes"] == 2  # 3 digits of [0, 1] fit in uint16
+    assert data_bytes == 4 * -(-6 * 12 * 16 * 16 * 2 // 3)  # base64 of 2 bytes per value
+    assert size < 100_000, size
+
+
+def test_explorer_reprs():
+    ex = viz.explorer(softmax_weights(6, 12, 9, 9), [str(i) for i in range(9)])
+    assert repr(ex) == "Explorer(layer=6, head=12, tokens=9)"
+    bundle = ex._repr_mimebundle_()
+    assert set(bundle) == {"text/html", "text/plain"} and bundle["text/plain"] == repr(ex)
+    assert bundle["text/html"] == ex._repr_html_()
+    ex2 = viz.explorer(softmax_weights(3, 4), list("abc"), list("wxyz"), title="cross")
+    assert repr(ex2) == "Explorer('cross', queries=3, keys=4)"
+
+
+def test_explorer_examples_with_different_lengths():
+    xs = [softmax_weights(2, 3, 3), softmax_weights(2, 5, 5, seed=1)]
+    ex = viz.explorer(xs, [list("abc"), list("vwxyz")], dims=("head",), examples=["short", "long"])
+    assert [e["name"] for e in ex.payload["examples"]] == ["short", "long"]
+    for i, x in enumerate(xs):
+        np.testing.assert_allclose(viz.decode_payload(ex.payload, i), x.numpy(), atol=5e-4 + 1e-9)
+    assert repr(ex) == "Explorer(examples=2, head=2, tokens=3|5)"
+
+
+def test_explorer_dim_labels_and_defaults():
+    ex = viz.explorer(softmax_weights(2, 3, 2, 2), ["a", "b"], dim_labels={"head": ["h0", "h1", "h2"]})
+    assert [d["name"] for d in ex.payload["dims"]] == ["layer", "head"]
+    assert ex.payload["dims"][1]["labels"] == ["h0", "h1", "h2"]
+    assert ex.payload["dims"][0]["labels"] == ["0", "1"]
+
+
+def test_explorer_validation_names_sizes():
+    x = softmax_weights(2, 3, 3)
+    with pytest.raises(ValueError, match=r"row_tokens has 2 tokens.*3 rows"):
+        viz.explorer(x, ["a", "b"])
+    with pytest.raises(ValueError, match=r"dims names 2 axes.*1 leading"):
+        viz.explorer(x, list("abc"), dims=("layer", "head"))
+    with pytest.raises(ValueError, match=r"dim_labels\['head'\] has 3 labels.*has 2"):
+        viz.explorer(x, list("abc"), dims=("head",), dim_labels={"head": ["a", "b", "c"]})
+    with pytest.raises(ValueError, match="unknown dims"):
+        viz.explorer(x, list("abc"), dims=("head",), dim_labels={"layer": ["a", "b"]})
+    with pytest.raises(ValueError, match=r"examples has 1 names but data has 2"):
+        viz.explorer([x, x], [list("abc")] * 2, examples=["one"])
+    with pytest.raises(ValueError, match=r"same leading shape.*\(2,\).*\(3,\)"):
+        viz.explorer([x, softmax_weights(3, 3, 3)], [list("abc")] * 2)
+    with pytest.raises(ValueError, match="digits"):
+        viz.explorer(x, list("abc"), digits=9)
+    with pytest.raises(ValueError, match="vmin < vmax"):
+        viz.explorer(x, list("abc"), vmin=1.0, vmax=0.0)
+    with pytest.raises(ValueError, match=r"\(Tq, Tk\)|Tq, Tk"):
+        viz.explorer(torch.rand(3), list("abc"))
+
+
+# ----------------------------------------------------------------------------------- attention_explorer
+def test_attention_explorer_from_model_style_list():
+    torch.manual_seed(0)
+    mha = torch.nn.ModuleList(
+        [__import__("attnlib").MultiHeadAttention(8, 2) for _ in range(3)])
+    x = torch.randn(2, 4, 8)
+    atts = [m(x, need_weights=True)[1] for m in mha]  # per layer (B, H, T, T)
+    ex = viz.attention_explorer(atts, list("abcd"), batch_index=1)
+    assert [d["name"] for d in ex.payload["dims"]] == ["layer", "head"]
+    expected = torch.stack([a[1] for a in atts]).detach().numpy()
+    np.testing.assert_allclose(viz.decode_payload(ex.payload), expected, atol=5e-4 + 1e-9)
+
+
+def test_attention_explorer_shapes_and_decode_step_alignment():
+    ex = viz.attention_explorer(softmax_weights(4, 3, 3), list("abc"))
+    assert [d["name"] for d in ex.payload["dims"]] == ["head"]
+    step = viz.attention_explorer(softmax_weights(2, 4, 1, 5), list("abcde"))  # one new query, 5 keys
+    assert step.payload["examples"][0]["rows"] == ["e"]
+    assert step.payload["examples"][0]["cols"] == list("abcde")
+    cross = viz.attention_explorer(softmax_weights(2, 3, 4), list("abc"), list("wxyz"))
+    assert cross.payload["examples"][0]["cols"] == list("wxyz")
+
+
+def test_attention_explorer_examples():
+    ex = viz.attention_explorer([softmax_weights(2, 3, 3), softmax_weights(2, 4, 4)],
+                                [list("abc"), list("wxyz")], examples=["a", "b"])
+    assert [len(e["rows"]) for e in ex.payload["examples"]] == [3, 4]
+
+
+def test_attention_explorer_validation():
+    with pytest.raises(ValueError, match=r"3 queries x 4 keys but 2 tokens"):
+        viz.attention_explorer(softmax_weights(2, 3, 4), ["a", "b"])
+    with pytest.raises(ValueError, match=r"3 query rows but 2 query tokens"):
+        viz.attention_explorer(softmax_weights(2, 3, 3), ["a", "b"], list("abc"))
+    with pytest.raises(ValueError, match=r"4 key columns but 3 key tokens"):
+        viz.attention_explorer(softmax_weights(2, 3, 4), list("abc"), list("abc"))
+    with pytest.raises(ValueError, match=r"\(L, H, Tq, Tk\).*\(1, 2, 3, 3, 3\)"):
+        viz.attention_explorer(torch.rand(1, 2, 3, 3, 3), list("abc"))
+    with pytest.raises(ValueError, match="batch_index=5.*batch size 2"):
+        viz.attention_explorer([softmax_weights(2, 1, 3, 3)], list("abc"), batch_index=5)
+    with pytest.raises(ValueError, match="need_weights"):
+        viz.attention_explorer([], list("abc"))
+
+
+# ----------------------------------------------------------------------------------- precomputed_slider
+def test_precomputed_slider_links_slider_to_stack_in_widget_state():
+    from ipywidgets.embed import embed_data
+
+    def render(k):
+        ax = viz.heatmap(torch.eye(2) * k / 3, ["a", "b"], title=f"k={k}")
+        return ax.figure
+
+    box = viz.precomputed_slider([1, 2, 3], render, description="k")
+    slider, stack = box.children
+    assert slider._options_labels == ("1", "2", "3") and slider.description == "k"
+    assert len(stack.children) == 3
+    pngs = [out.outputs[0]["data"]["image/png"] for out in stack.children]
+    assert len(set(pngs)) == 3  # a different picture per value
+    assert plt.get_fignums() == []  # figures closed after rendering
+    state = embed_data(views=[box])["manager_state"]["state"]
+    links = [s["state"] for s in state.values() if s["model_name"] == "LinkModel"]
+    pairs = {(lk["source"][0].replace("IPY_MODEL_", ""), lk["source"][1],
+              lk["target"][0].replace("IPY_MODEL_", ""), lk["target"][1]) for lk in links}
+    assert (slider.model_id, "index", stack.model_id, "selected_index") in pairs
+    outputs_state = [state[o.model_id]["state"]["outputs"] for o in stack.children]
+    assert all(o[0]["data"]["image/png"] for o in outputs_state)  # stored in the notebook's state
+
+
+def test_precomputed_slider_validation():
+    with pytest.raises(ValueError, match="at least one value"):
+        viz.precomputed_slider([], str)
+    with pytest.raises(TypeError, match="callable"):
+        viz.precomputed_slider([1], "nope")
+    with pytest.raises(ValueError, match="distinct"):
+        viz.precomputed_slider([1, "1"], str)
