@@ -117,8 +117,8 @@ class BPETokenizer:
         # Merges happen inside chunks, so count each distinct chunk once with its frequency.
         words = {tuple(w.encode("utf-8")): n for w, n in Counter(pretokenize(text)).items()}
         merges, history, order = [], [], tie_order()
+        counts = pair_counts(words)
         for k in range(num_merges):
-            counts = pair_counts(words)
             if not counts:
                 break
             best, runner_up = (heapq.nlargest(2, counts.values()) + [0])[:2]
@@ -127,7 +127,14 @@ class BPETokenizer:
             new_id = 256 + k
             merges.append(pair)
             history.append(MergeStep(pair, new_id, best, runner_up))
-            words = {tuple(merge(w, pair, new_id)): n for w, n in words.items()}
+            # Only words containing the pair change: swap their old pairs for their new ones.
+            for w in [w for w in words if pair in zip(w, w[1:])]:
+                n = words.pop(w)
+                merged = tuple(merge(w, pair, new_id))
+                words[merged] = n
+                counts.subtract(pair_counts({w: n}))
+                counts.update(pair_counts({merged: n}))
+            counts = Counter({p: c for p, c in counts.items() if c > 0})
         return cls(merges, history)
 
     @property
