@@ -1,0 +1,168 @@
+"""Smoke tests of the benchmark harness: tiny sizes, seconds, no timed assertions.
+
+What is checked: the JSON schema, that ratios are the medians of per-round ratios, that stalled
+rounds are discarded, that the profiler-based peak memory sees the (T, T) tensors of the math path
+and not of the fused kernel, and that the stored --quick results and the book page agree.
+"""
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+
+import pytest
+import torch
+
+import attnlib
+from benchmarks import harness
+from benchmarks.__main__ import SCHEMA, main, settings_for
+
+ROOT = Path(__file__).resolve().parents[1]
+STORED = ROOT / "benchmarks" / "results" / "quick_cpu.json"
+PAGE = ROOT / "book" / "benchmarks.md"
+
+
+def check_comparison(res: dict, names: set[str]) -> None:
+    """A compare() result: medians and ratios over the kept rounds, baseline ratio 1."""
+    assert set(res["median_s"]) == names and set(res["ratio"]) == names
+    kept = [r for r in res["rounds"] if r["kept"]]
+    assert len(kept) == res["kept_rounds"] >= 1
+    base = res["baseline"]
+    assert res["ratio"][base] == pytest.approx(1.0)
+    for n in names:
+        assert res["median_s"][n] > 0
+        assert res["median_s"][n] == pytest.approx(statistics.median(r["times_s"][n] for r in kept))
+        assert res["ratio"][n] == pytest.approx(statistics.median(r["times_s"][n] / r["times_s"][base] for r in kept))
+
+
+def check_targets(targets: list[dict]) -> None:
+    assert targets, "every benchmark states targets"
+    for t in targets:
+        assert set(t) >= {"name", "value", "op", "limit", "met"}
+        if t["value"] is None:
+            assert t["met"] is None
+        else:
+            assert t["met"] == (t["value"] <= t["limit"] if t["op"] == "<=" else t["value"] >= t["limit"])
+
+
+def check_document(doc: dict, benchmarks: set[str]) -> None:
+    assert doc["schema"] == SCHEMA
+    assert set(doc["benchmarks"]) == benchmarks
+    assert doc["env"]["threads"] == doc["settings"]["threads"] >= 1
+    assert doc["calibration"]["matmul"]["gflops"] > 0 and doc["calibration"]["bandwidth"]["gbs"] > 0
+    check_targets(doc["targets"])
+    assert len(doc["targets"]) == sum(len(b["targets"]) for b in doc["benchmarks"].values())
+    if "attention" in benchmarks:
+        att = doc["benchmarks"]["attention"]
+        for row, crow in zip(att["sizes"], att["causal"]):
+            check_comparison(row["timing"], {"torch_sdpa", "attnlib_sdpa", "attnlib_math"})
+            check_comparison(crow["timing"], {"is_causal", "bool_mask", "torch_is_causal", "torch_bool_mask", "math_is_causal"})
+            assert row["overhead"] == row["timing"]["ratio"]["attnlib_sdpa"]
+            assert row["memory"]["attnlib_sdpa"]["sdpa_kernels"], "the kernel that ran is recorded"
+            # the memory claim the book makes: math holds >= 2 (B,H,T,T) tensors, sdpa not one
+            assert row["memory"]["attnlib_math"]["peak_bytes"] >= 2 * row["tt_bytes"]
+            assert row["memory"]["attnlib_sdpa"]["peak_bytes"] < row["tt_bytes"] or row["T"] < 128
+    if "models" in benchmarks:
+        for run in doc["benchmarks"]["models"]["runs"]:
+            check_comparison(run["timing"], {"hf_sdpa", "attnlib", "hf_eager"})
+            assert run["attnlib_over_hf"] == run["timing"]["ratio"]["attnlib"]
+            assert run["gflops"]["attnlib"] == pytest.approx(run["flops"] / run["timing"]["median_s"]["attnlib"] / 1e9)
+    if "generation" in benchmarks:
+        for run in doc["benchmarks"]["generation"]["runs"]:
+            check_comparison(run["timing"], {"attnlib_cache", "attnlib_no_cache", "hf_cache"})
+            assert run["cache_speedup"] == run["timing"]["ratio"]["attnlib_no_cache"]
+            assert run["kv_cache"]["nbytes"] == run["kv_cache"]["formula"]
+            assert len(run["step_s"]) == run["new"]
+            assert run["tokens_per_s"]["attnlib_cache"] == pytest.approx(run["new"] / run["timing"]["median_s"]["attnlib_cache"])
+
+
+def test_cli_smoke_writes_schema_and_plots(tmp_path: Path) -> None:
+    out = tmp_path / "smoke.json"
+    assert main(["--smoke", "--out", str(out), "--plots", str(tmp_path)]) == 0
+    doc = json.loads(out.read_text())
+    check_document(doc, {"attention", "models", "generation"})
+    for name in ("attention", "models", "generation"):
+        assert (tmp_path / f"smoke_cpu_{name}.png").stat().st_size > 10_000
+
+
+def test_compare_discards_stalled_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    # fake PSI counter: both blocks of round 1 (of rounds 0..3) see a 1-second stall.
+    # compare() reads the counter before and after each block: 2 calibration blocks, then 2 per round.
+    state = {"stall_us": 0, "reads": 0}
+
+    def fake_stall() -> int:
+        state["reads"] += 1
+        block = (state["reads"] - 1) // 2
+        if state["reads"] % 2 == 0 and block in (4, 5):  # blocks 4 and 5 are round 1
+            state["stall_us"] += 1_000_000
+        return state["stall_us"]
+
+    monkeypatch.setattr(harness, "cpu_stall_us", fake_stall)
+    s = harness.Settings(mode="smoke", warmup=0, rounds=4, block_s=0.001, min_clean=2)
+    res = harness.compare({"a": lambda: sum(range(100)), "b": lambda: sum(range(200))}, s)
+    assert [r["kept"] for r in res["rounds"]] == [True, False, True, True]
+    assert res["rounds"][1]["stall"] > s.max_stall and not res["noisy"]
+    check_comparison(res, {"a", "b"})
+
+
+def test_compare_keeps_least_stalled_when_all_are_stalled(monkeypatch: pytest.MonkeyPatch) -> None:
+    state = {"us": 0, "reads": 0}
+
+    def always_stalled() -> int:
+        state["reads"] += 1
+        state["us"] += 10_000_000 * state["reads"]  # every block stalls, later blocks more
+        return state["us"]
+
+    monkeypatch.setattr(harness, "cpu_stall_us", always_stalled)
+    s = harness.Settings(mode="smoke", warmup=0, rounds=5, block_s=0.001, min_clean=2)
+    res = harness.compare({"a": lambda: None}, s)
+    assert res["noisy"] and res["kept_rounds"] == 2
+    kept_stalls = [r["stall"] for r in res["rounds"] if r["kept"]]
+    assert max(kept_stalls) <= min(r["stall"] for r in res["rounds"] if not r["kept"])
+
+
+def test_profiler_peak_memory_sees_the_score_matrix() -> None:
+    torch.set_num_threads(1)
+    q = torch.randn(1, 2, 256, 16)
+    tt = 2 * 256 * 256 * 4
+    mem = harness.profile_calls({
+        "math": lambda: attnlib.scaled_dot_product_attention(q, q, q, backend="math"),
+        "sdpa": lambda: attnlib.scaled_dot_product_attention(q, q, q, backend="sdpa"),
+        "alloc": lambda: torch.empty(3_000_000, dtype=torch.uint8).fill_(1),
+    }, "cpu")
+    assert mem["math"]["peak_bytes"] >= 2 * tt
+    assert mem["sdpa"]["peak_bytes"] < tt
+    assert mem["alloc"]["peak_bytes"] >= 3_000_000
+    assert any("scaled_dot_product" in k for k in mem["sdpa"]["sdpa_kernels"])
+
+
+def test_bad_settings_and_variants_are_refused() -> None:
+    with pytest.raises(ValueError, match="mode"):
+        harness.Settings(mode="fast")
+    with pytest.raises(ValueError, match="rounds"):
+        harness.Settings(rounds=0)
+    with pytest.raises(ValueError, match="baseline 'c'"):
+        harness.compare({"a": lambda: None}, harness.Settings(mode="smoke", rounds=1), baseline="c")
+    with pytest.raises(ValueError, match="op"):
+        harness.Target("x", 1.0, "<", 2.0)
+    assert harness.Target("x", 1.0, "<=", 1.05).met and not harness.Target("x", 1.1, "<=", 1.05).met
+    assert harness.Target("x", None, ">=", 8.0).met is None
+    assert settings_for("quick", "cpu", None).threads == 1
+    with pytest.raises(SystemExit):
+        main(["--smoke", "--only", "nonsense"])
+
+
+def test_stored_quick_results_and_book_page_agree() -> None:
+    doc = json.loads(STORED.read_text())
+    assert doc["settings"]["mode"] == "quick" and doc["env"]["device"] == "cpu"
+    check_document(doc, {"attention", "models", "generation"})
+    page = PAGE.read_text()
+    for name in ("attention", "models", "generation"):
+        png = f"quick_cpu_{name}.png"
+        assert (STORED.parent / png).exists()
+        assert f"../benchmarks/results/{png}" in page
+    # every target in the stored JSON is reported on the page with its verdict
+    for t in doc["targets"]:
+        assert t["name"] in page, t["name"]
+    assert not any(isinstance(t["value"], float) and math.isnan(t["value"]) for t in doc["targets"])
