@@ -1,0 +1,257 @@
+"""The explorer in a real headless Chromium: sliders, select, keyboard, hover tooltip, row highlight,
+escaping, several explorers (and copies of one) on a page, no console errors, no network requests.
+
+Screenshots go to artifacts/screenshots/viz_*.png (git-ignored) for a human look.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from attnlib import viz
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+ROOT = Path(__file__).resolve().parent.parent
+SHOTS = ROOT / "artifacts" / "screenshots"
+EVIL = "<script>alert(1)</script>"
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+    pytest.skip(f"headless browser check needs {CHROMIUM} and {CHROMEDRIVER}", allow_module_level=True)
+
+from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+
+torch.set_num_threads(1)
+TOKENS = ["The", "animal", "rested", "because", "it", "was", EVIL]
+
+
+def _weights() -> torch.Tensor:
+    g = torch.Generator().manual_seed(0)
+    scores = torch.randn(2, 3, 7, 7, generator=g) * 2
+    return torch.softmax(scores.masked_fill(~torch.ones(7, 7, dtype=torch.bool).tril(), float("-inf")), -1)
+
+
+def _scores() -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(1)
+    out = []
+    for t in (3, 5):
+        s = torch.randn(2, t, t, generator=g) * 3
+        out.append(s.masked_fill(~torch.ones(t, t, dtype=torch.bool).tril(), float("-inf")))
+    return out
+
+
+W = _weights()
+S = _scores()
+EX_A = viz.attention_explorer(W, TOKENS, title="Toy attention <weights>")
+EX_B = viz.explorer(S, [list("abc"), ["v", "w", "x", "y", "z"]], dims=("head",),
+                    examples=["short", "long"], value_name="score", diverging=True, title="Scores")
+
+
+def expected(x: np.ndarray, digits: int = 3) -> list[str]:
+    """What the page must show: round(value, digits) with exactly `digits` decimals; masked -inf."""
+    out = []
+    for v in np.asarray(x, dtype=np.float64).ravel():
+        out.append("-inf" if v == -np.inf else f"{np.round(v * 10 ** digits) / 10 ** digits:.{digits}f}")
+    return ["0.000" if s == "-0.000" else s for s in out]
+
+
+@pytest.fixture(scope="module")
+def driver():
+    opts = webdriver.ChromeOptions()
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--window-size=900,1000", "--force-device-scale-factor=1"):
+        opts.add_argument(flag)
+    profile = tempfile.mkdtemp(prefix="attnlib-chrome-")
+    opts.add_argument(f"--user-data-dir={profile}")
+    opts.binary_location = CHROMIUM
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    d = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    yield d
+    d.quit()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture()
+def page(driver, tmp_path):
+    """A page with explorer A twice (the same output shown twice) and explorer B; checks after use."""
+    html = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>viz test</title></head>"
+            "<body style='max-width:720px;margin:12px auto;font-family:sans-serif'>"
+            f"<div id='a1'>{EX_A._repr_html_()}</div><div id='b'>{EX_B._repr_html_()}</div>"
+            f"<div id='a2'>{EX_A._repr_html_()}</div></body></html>")
+    path = tmp_path / "page.html"
+    path.write_text(html, encoding="utf-8")
+    driver.get_log("browser"), driver.get_log("performance")  # drop earlier entries
+    driver.get(path.as_uri())
+    yield driver
+    errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == [], errors
+    requests = []
+    for entry in driver.get_log("performance"):
+        msg = json.loads(entry["message"])["message"]
+        if msg["method"] == "Network.requestWillBeSent":
+            requests.append(msg["params"]["request"]["url"])
+    assert any(u.startswith("file://") for u in requests), requests  # the log does see the page load
+    local = ("file:", "data:", "blob:", "about:", "chrome:", "chrome-extension:")  # chrome: is the browser's own UI
+    assert [u for u in requests if not u.startswith(local)] == [], "requests left the page"
+    with pytest.raises(NoAlertPresentException):
+        driver.switch_to.alert.text  # the <script> token never ran
+
+
+def root(d, where: str):
+    return d.find_element(By.CSS_SELECTOR, f"#{where} div.attnlib-explorer")
+
+
+def cells(r) -> list:
+    return r.find_elements(By.CSS_SELECTOR, "svg.attnlib-plot rect.attnlib-cell")
+
+
+def values(r) -> list[str]:
+    return [c.get_attribute("data-value") for c in cells(r)]
+
+
+def shot(d, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    d.save_screenshot(str(SHOTS / f"viz_{name}.png"))
+
+
+def test_every_copy_draws_and_ids_are_deterministic(page):
+    for where in ("a1", "a2", "b"):
+        r = root(page, where)
+        assert r.get_attribute("data-attnlib-ready") == "1"
+        assert r.find_elements(By.CSS_SELECTOR, ".attnlib-noscript") == []
+        assert r.get_attribute("data-state").startswith("example=0;")
+    assert root(page, "a1").get_attribute("id") == root(page, "a2").get_attribute("id") == f"attnlib-explorer-{EX_A.uid}"
+    assert values(root(page, "a1")) == expected(W[0, 0].numpy())
+    assert values(root(page, "b")) == expected(S[0][0].numpy())
+    shot(page, "initial")
+
+
+def test_sliders_change_state_and_cells(page):
+    r = root(page, "a1")
+    layer, head = r.find_elements(By.CSS_SELECTOR, "input[type=range]")
+    before_state, before_vals = r.get_attribute("data-state"), values(r)
+    head.send_keys(Keys.ARROW_RIGHT, Keys.ARROW_RIGHT)  # keyboard on the focused slider
+    assert r.get_attribute("data-state") == "example=0;layer=0;head=2;row=-1" != before_state
+    assert values(r) == expected(W[0, 2].numpy()) != before_vals
+    layer.send_keys(Keys.ARROW_RIGHT)
+    assert r.get_attribute("data-state") == "example=0;layer=1;head=2;row=-1"
+    assert values(r) == expected(W[1, 2].numpy())
+    assert [o.text for o in r.find_elements(By.CSS_SELECTOR, "output")] == ["1", "2"]
+    assert values(root(page, "a2")) == expected(W[0, 0].numpy())  # the other copy is independent
+    shot(page, "sliders")
+
+
+def test_select_switches_example_with_other_length(page):
+    r = root(page, "b")
+    select = r.find_element(By.CSS_SELECTOR, "select")
+    select.send_keys(Keys.ARROW_DOWN)  # keyboard picks "long"
+    assert r.get_attribute("data-state") == "example=1;head=0;row=-1"
+    assert len(cells(r)) == 25 and values(r) == expected(S[1][0].numpy())
+    r.find_element(By.CSS_SELECTOR, "input[type=range]").send_keys(Keys.END)
+    assert values(r) == expected(S[1][1].numpy())
+    masked = [c for c in cells(r) if c.get_attribute("data-value") == "-inf"]
+    assert len(masked) == 10 and all(c.get_attribute("fill").startswith("url(#attnlib-hatch-") for c in masked)
+    live = {c.get_attribute("fill") for c in cells(r) if c.get_attribute("data-value") != "-inf"}
+    assert all(f.startswith("#") for f in live) and len(live) > 3
+    page.execute_script("arguments[0].scrollIntoView()", r)
+    shot(page, "example_select")
+
+
+def test_hover_tooltip_shows_exact_value_and_tokens(page):
+    r = root(page, "a1")
+    tip = r.find_element(By.CSS_SELECTOR, ".attnlib-tooltip")
+    assert not tip.is_displayed()
+    i, j = 6, 4
+    cell = cells(r)[i * 7 + j]
+    ActionChains(page).move_to_element(cell).perform()
+    assert tip.is_displayed()
+    assert tip.find_element(By.CSS_SELECTOR, ".attnlib-value").text == expected(W[0, 0, i, j].numpy())[0]
+    assert f"\u201c{EVIL}\u201d (6)" in tip.text and "\u201cit\u201d (4)" in tip.text
+    shot(page, "tooltip")
+    rb = root(page, "b")  # scores with -inf above the diagonal
+    page.execute_script("arguments[0].scrollIntoView()", rb)
+    ActionChains(page).move_to_element(cells(rb)[0 * 3 + 2]).perform()
+    tip_b = rb.find_element(By.CSS_SELECTOR, ".attnlib-tooltip")
+    assert tip_b.find_element(By.CSS_SELECTOR, ".attnlib-value").text == "-\u221e (masked)"
+    assert not tip.is_displayed()  # leaving explorer A hid its tooltip
+    shot(page, "tooltip_masked")
+    ActionChains(page).move_to_element(rb.find_element(By.CSS_SELECTOR, ".attnlib-title")).perform()
+    assert not tip_b.is_displayed()
+
+
+def test_click_row_label_highlights_row_and_lists_weights(page):
+    r = root(page, "a1")
+    label = r.find_elements(By.CSS_SELECTOR, ".attnlib-rowlabel")[4]
+    label.click()
+    assert r.get_attribute("data-state").endswith("row=4")
+    assert "attnlib-selected" in label.get_attribute("class")
+    box = r.find_element(By.CSS_SELECTOR, ".attnlib-rowbox")
+    assert box.get_attribute("visibility") == "visible"
+    assert float(box.get_attribute("y")) < float(cells(r)[4 * 7].get_attribute("y")) < float(box.get_attribute("y")) + 4
+    bar_values = [b.text for b in r.find_elements(By.CSS_SELECTOR, ".attnlib-bar .attnlib-bar-value")]
+    assert bar_values == [s if s != "-inf" else "-\u221e" for s in expected(W[0, 0, 4].numpy())]
+    assert "\u201cit\u201d" in r.find_element(By.CSS_SELECTOR, ".attnlib-bars-head").text
+    shot(page, "row_selected")
+    cells(r)[2 * 7 + 1].click()  # clicking a cell selects its query row
+    assert r.get_attribute("data-state").endswith("row=2")
+    r.find_element(By.CSS_SELECTOR, "button").click()
+    assert r.get_attribute("data-state").endswith("row=-1")
+
+
+def test_keyboard_on_plot_and_row_labels(page):
+    r = root(page, "a1")
+    plot = r.find_element(By.CSS_SELECTOR, "svg.attnlib-plot")
+    page.execute_script("arguments[0].focus()", plot)
+    tip = r.find_element(By.CSS_SELECTOR, ".attnlib-tooltip")
+    assert tip.is_displayed() and tip.find_element(By.CSS_SELECTOR, ".attnlib-value").text == expected(W[0, 0, 0, 0].numpy())[0]
+    ActionChains(page).send_keys(Keys.ARROW_DOWN, Keys.ARROW_DOWN, Keys.ARROW_DOWN, Keys.ARROW_RIGHT).perform()
+    assert tip.find_element(By.CSS_SELECTOR, ".attnlib-value").text == expected(W[0, 0, 3, 1].numpy())[0]
+    ActionChains(page).send_keys(Keys.ENTER).perform()
+    assert r.get_attribute("data-state").endswith("row=3")
+    shot(page, "keyboard")
+    ActionChains(page).send_keys(Keys.ESCAPE).perform()
+    assert r.get_attribute("data-state").endswith("row=-1")
+    labels = r.find_elements(By.CSS_SELECTOR, ".attnlib-rowlabel")
+    page.execute_script("arguments[0].focus()", labels[1])
+    ActionChains(page).send_keys(Keys.ARROW_DOWN, Keys.ENTER).perform()
+    assert r.get_attribute("data-state").endswith("row=2")
+    assert page.switch_to.active_element == labels[2]
+
+
+def test_tokens_are_text_not_markup(page):
+    r = root(page, "a1")
+    assert r.find_elements(By.CSS_SELECTOR, "svg script, .attnlib-bars script") == []
+    assert r.find_element(By.CSS_SELECTOR, ".attnlib-title").text == "Toy attention <weights>"
+    label = r.find_elements(By.CSS_SELECTOR, ".attnlib-rowlabel")[6]
+    assert label.find_element(By.CSS_SELECTOR, "title").get_attribute("textContent") == f"query 6: \u201c{EVIL}\u201d"
+    assert page.execute_script("return typeof window.__pwned") == "undefined"
+
+
+def test_inserted_like_jupyterlab(driver, tmp_path):
+    """JupyterLab/Colab set innerHTML then re-create each <script>: the explorer must still draw."""
+    path = tmp_path / "dyn.html"
+    path.write_text("<!DOCTYPE html><html><body><div id='host'></div></body></html>", encoding="utf-8")
+    driver.get_log("browser")
+    driver.get(path.as_uri())
+    driver.execute_script(
+        """const host = document.getElementById('host'); host.innerHTML = arguments[0];
+        host.querySelectorAll('script').forEach(old => { const s = document.createElement('script');
+          for (const a of old.attributes) s.setAttribute(a.name, a.value);
+          s.textContent = old.textContent; old.replaceWith(s); });""", EX_B._repr_html_())
+    r = driver.find_element(By.CSS_SELECTOR, "#host div.attnlib-explorer")
+    assert r.get_attribute("data-state") == "example=0;head=0;row=-1"
+    assert values(r) == expected(S[0][0].numpy())
+    assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []
