@@ -1,0 +1,121 @@
+"""Turning next-token logits into text: sampling, and the two decoding loops (GPT, encoder-decoder).
+
+Generation is a loop of forward passes. Without a cache each step re-runs the whole sequence;
+with a :class:`KVCache` each step feeds only the newest token, and attention reads the keys and
+values of the earlier tokens from the cache. Both give the same tokens (tested).
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional
+
+import torch
+from torch import Tensor, nn
+
+from .cache import KVCache
+
+
+@contextmanager
+def eval_no_grad(model: nn.Module) -> Iterator[None]:
+    """Eval mode and no autograd inside; the caller's training flag is restored afterwards."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        model.train(was_training)
+
+
+def check_sampling(temperature: float, top_k: Optional[int]) -> None:
+    if not temperature >= 0:
+        raise ValueError(f"temperature must be >= 0 (0 means greedy), got {temperature}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+        raise ValueError(f"top_k must be a positive int or None, got {top_k!r}")
+
+
+def check_max_new_tokens(max_new_tokens: int, prompt_len: int, max_len: int) -> None:
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+    if prompt_len + max_new_tokens > max_len:
+        raise ValueError(
+            f"prompt length {prompt_len} + max_new_tokens {max_new_tokens} = {prompt_len + max_new_tokens} "
+            f"exceeds the model's max_len={max_len}"
+        )
+
+
+def sample_next(logits: Tensor, *, temperature: float = 1.0, top_k: Optional[int] = None,
+                generator: Optional[torch.Generator] = None) -> Tensor:
+    """Pick one token per row from next-token logits.
+
+    temperature 0 is greedy (argmax); otherwise softmax(logits / temperature), restricted to the
+    top_k most likely tokens when top_k is given, sampled with ``generator``.
+
+    Shapes:
+        logits (B, V) -> (B, 1) long.
+    """
+    check_sampling(temperature, top_k)
+    logits = logits.float()  # sample in float32 even for a bf16 model
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)  # (B, 1)
+    logits = logits / temperature
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # (B, 1): the k-th largest logit
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)  # (B, V)
+    if generator is not None and generator.device != probs.device:
+        # a CPU generator cannot drive a CUDA multinomial: sample where the generator lives
+        return torch.multinomial(probs.to(generator.device), 1, generator=generator).to(probs.device)
+    return torch.multinomial(probs, 1, generator=generator)  # (B, 1)
+
+
+def generate_decoder_only(model: Any, input_ids: Tensor, max_new_tokens: int, *, temperature: float,
+                          top_k: Optional[int], use_cache: bool,
+                          generator: Optional[torch.Generator]) -> Tensor:
+    """The GPT loop (see :meth:`attnlib.GPT.generate`). Returns (B, T + max_new_tokens)."""
+    model.check_ids(input_ids)
+    check_max_new_tokens(max_new_tokens, input_ids.shape[1], model.cfg.max_len)
+    check_sampling(temperature, top_k)
+    ids = input_ids
+    with eval_no_grad(model):
+        cache = KVCache() if use_cache else None
+        step_input = ids  # the whole prompt first, then one token at a time when cached
+        for _ in range(max_new_tokens):
+            logits = model(step_input, cache=cache).logits[:, -1, :]  # (B, V)
+            nxt = sample_next(logits, temperature=temperature, top_k=top_k, generator=generator)  # (B, 1)
+            ids = torch.cat([ids, nxt], dim=1)  # (B, T + 1)
+            step_input = nxt if use_cache else ids
+    return ids
+
+
+def generate_encoder_decoder(model: Any, src_ids: Tensor, max_new_tokens: int, *, bos_id: int,
+                             eos_id: Optional[int], temperature: float, top_k: Optional[int],
+                             use_cache: bool, generator: Optional[torch.Generator],
+                             src_attention_mask: Optional[Tensor]) -> Tensor:
+    """The seq2seq loop (see :meth:`attnlib.EncoderDecoder.generate`). Returns (B, 1 + n)."""
+    vocab = model.cfg.vocab_size
+    for name, tok in (("bos_id", bos_id), ("eos_id", eos_id)):
+        if tok is not None and (isinstance(tok, bool) or not isinstance(tok, int) or not 0 <= tok < vocab):
+            raise ValueError(f"{name}={tok!r} is outside [0, vocab_size={vocab})")
+    check_max_new_tokens(max_new_tokens, 1, model.cfg.max_len)
+    check_sampling(temperature, top_k)
+    with eval_no_grad(model):
+        memory, memory_mask, _ = model.encode(src_ids, src_attention_mask=src_attention_mask)  # once
+        B = src_ids.shape[0]
+        ids = torch.full((B, 1), bos_id, dtype=torch.long, device=src_ids.device)  # (B, 1)
+        finished = torch.zeros(B, dtype=torch.bool, device=src_ids.device)
+        # With a cache, each decoder layer projects the encoder output to cross-attention keys and
+        # values on the first step (KVCache.set_cross) and reuses them on every later step.
+        cache = KVCache() if use_cache else None
+        step_input = ids
+        for _ in range(max_new_tokens):
+            logits = model.decode(step_input, memory, memory_mask=memory_mask, cache=cache).logits[:, -1, :]
+            nxt = sample_next(logits, temperature=temperature, top_k=top_k, generator=generator)  # (B, 1)
+            if eos_id is not None:
+                nxt = nxt.masked_fill(finished[:, None], eos_id)  # finished rows keep emitting eos
+                finished = finished | (nxt[:, 0] == eos_id)
+            ids = torch.cat([ids, nxt], dim=1)
+            step_input = nxt if use_cache else ids
+            if eos_id is not None and bool(finished.all()):
+                break
+    return ids

@@ -1,0 +1,308 @@
+"""Three Transformer layouts from the same blocks: GPT (decoder only), Encoder (BERT-style), and
+EncoderDecoder (the 2017 translation model).
+
+Parameter names (loaders rely on them): ``embed.tok_emb``, ``embed.pos_emb``, ``embed.type_emb``,
+``embed.norm`` (see :class:`attnlib.layers.Embeddings`), ``layers.{i}.*`` (see
+:mod:`attnlib.layers`), ``norm_f`` (final LayerNorm, pre-norm stacks only: a post-norm stack
+already ends in a norm), ``lm_head`` (bias-free, its weight tied to ``embed.tok_emb.weight``
+when ``tie_weights``). EncoderDecoder: ``encoder.*`` (an :class:`Encoder`, whose ``embed`` the
+decoder shares), ``decoder_layers.{i}.*``, ``decoder_norm_f``, ``lm_head``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .config import TransformerConfig
+from .generation import generate_decoder_only, generate_encoder_decoder
+from .layers import DecoderLayer, Embeddings, EncoderLayer
+from .positional import RotaryEmbedding
+
+IGNORE_INDEX = -100  # targets equal to this are left out of the loss (PyTorch's default)
+
+
+@dataclass
+class ModelOutput:
+    """What a model returns. Fields a model does not compute are None.
+
+    logits (B, T, vocab); loss: mean cross-entropy (scalar) when targets were given; attentions:
+    list per layer of (B, H, T, T_total) when need_weights (decoder self-attention for
+    EncoderDecoder); cross_attentions: list per layer of (B, H, T_tgt, T_src); hidden_states:
+    the final hidden states (B, T, C); encoder_attentions: EncoderDecoder's encoder self-attention.
+    """
+
+    logits: Optional[Tensor] = None
+    loss: Optional[Tensor] = None
+    attentions: Optional[list[Tensor]] = None
+    cross_attentions: Optional[list[Tensor]] = None
+    hidden_states: Optional[Tensor] = None
+    encoder_attentions: Optional[list[Tensor]] = None
+
+
+def check_ids(name: str, ids: Any, vocab_size: int, max_len: int, past: int = 0) -> None:
+    """Raise a clear error unless ``ids`` is a (B, T) integer tensor of valid ids that fits."""
+    if not isinstance(ids, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(ids).__name__}")
+    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        raise TypeError(f"{name} must be an integer tensor (torch.long), got dtype {ids.dtype}")
+    if ids.dim() != 2:
+        raise ValueError(f"{name} must have shape (B, T), got {tuple(ids.shape)}")
+    if ids.numel() == 0:
+        raise ValueError(f"{name} is empty, shape {tuple(ids.shape)}")
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo < 0 or hi >= vocab_size:
+        bad = lo if lo < 0 else hi
+        raise ValueError(f"{name} contains token id {bad}, outside [0, vocab_size={vocab_size})")
+    T = ids.shape[1]
+    if past + T > max_len:
+        held = f" plus {past} cached tokens = {past + T}" if past else ""
+        raise ValueError(f"{name} has T={T} tokens{held}, more than the model's max_len={max_len}")
+
+
+def init_weights(module: nn.Module) -> None:
+    """GPT-2 style: Linear and Embedding weights ~ N(0, 0.02), biases 0, LayerNorm 1 and 0.
+
+    Small random logits at the start mean a near-uniform prediction: loss ~ ln(vocab_size)."""
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if getattr(module, "bias", None) is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.LayerNorm):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)
+
+
+def lm_loss(logits: Tensor, targets: Optional[Tensor], vocab_size: int) -> Optional[Tensor]:
+    """Mean cross-entropy over all target positions (targets == -100 are skipped), in float32."""
+    if targets is None:
+        return None
+    if not isinstance(targets, Tensor) or targets.shape != logits.shape[:-1]:
+        shape = tuple(targets.shape) if isinstance(targets, Tensor) else type(targets).__name__
+        raise ValueError(f"targets must have the shape of the input ids {tuple(logits.shape[:-1])}, got {shape}")
+    if targets.is_floating_point() or targets.dtype == torch.bool:
+        raise TypeError(f"targets must be an integer tensor, got dtype {targets.dtype}")
+    real = targets[targets != IGNORE_INDEX]
+    if real.numel() and (int(real.min()) < 0 or int(real.max()) >= vocab_size):
+        bad = int(real.min()) if int(real.min()) < 0 else int(real.max())
+        raise ValueError(f"targets contain token id {bad}, outside [0, vocab_size={vocab_size}) (or -100 to skip)")
+    return F.cross_entropy(logits.float().flatten(0, -2), targets.flatten(), ignore_index=IGNORE_INDEX)
+
+
+def _rope(cfg: TransformerConfig) -> Optional[RotaryEmbedding]:
+    return RotaryEmbedding(cfg.head_dim) if cfg.positional == "rope" else None
+
+
+def _positions(past: int, T: int, device: torch.device) -> Tensor:
+    return torch.arange(past, past + T, device=device)  # (T,): continue after the cached tokens
+
+
+class GPT(nn.Module):
+    """Decoder-only language model: embeddings, L causal blocks, final norm, LM head.
+
+    Args:
+        cfg: sizes and switches (TransformerConfig).
+
+    Shapes:
+        input_ids (B, T) long -> logits (B, T, vocab). With a KVCache, T new tokens continue
+        after the cache.seq_len tokens it holds (positions and the causal mask shift with it).
+    """
+
+    def __init__(self, cfg: TransformerConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embed = Embeddings(cfg)
+        self.rope = _rope(cfg)
+        self.layers = nn.ModuleList(DecoderLayer.from_config(cfg) for _ in range(cfg.n_layers))
+        self.norm_f = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.norm_first else None
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.apply(init_weights)
+        if cfg.tie_weights:  # one matrix maps ids -> vectors and vectors -> logits
+            self.lm_head.weight = self.embed.tok_emb.weight
+
+    def check_ids(self, input_ids: Any, past: int = 0) -> None:
+        check_ids("input_ids", input_ids, self.cfg.vocab_size, self.cfg.max_len, past)
+
+    def forward(self, input_ids: Tensor, targets: Optional[Tensor] = None, *, cache: Any = None,
+                need_weights: bool = False) -> ModelOutput:
+        """Args:
+            input_ids: (B, T) token ids; targets: (B, T) next-token ids (-100 = skip) for the loss.
+            cache: a KVCache to read and extend (incremental decoding).
+            need_weights: return each layer's attention weights (B, H, T, T_total).
+
+        Returns ModelOutput(logits, loss, attentions, hidden_states)."""
+        past = cache.seq_len if cache is not None else 0
+        self.check_ids(input_ids, past)
+        positions = _positions(past, input_ids.shape[1], input_ids.device)
+        x = self.embed(input_ids, positions)  # (B, T, C)
+        attentions = [] if need_weights else None
+        for i, layer in enumerate(self.layers):
+            x, w, _ = layer(x, cache=cache, layer_idx=i, need_weights=need_weights, rope=self.rope,
+                            positions=positions)
+            if need_weights:
+                attentions.append(w)
+        if self.norm_f is not None:
+            x = self.norm_f(x)
+        logits = self.lm_head(x)  # (B, T, vocab)
+        return ModelOutput(logits=logits, loss=lm_loss(logits, targets, self.cfg.vocab_size),
+                           attentions=attentions, hidden_states=x)
+
+    def generate(self, input_ids: Tensor, max_new_tokens: int, *, temperature: float = 1.0,
+                 top_k: Optional[int] = None, use_cache: bool = True,
+                 generator: Optional[torch.Generator] = None) -> Tensor:
+        """Extend each prompt by max_new_tokens tokens (temperature 0 = greedy).
+
+        Returns (B, T + max_new_tokens) including the prompt. Runs under no_grad in eval mode and
+        restores the training flag."""
+        return generate_decoder_only(self, input_ids, max_new_tokens, temperature=temperature, top_k=top_k,
+                                     use_cache=use_cache, generator=generator)
+
+    @classmethod
+    def from_hf(cls, hf_model: Any) -> "GPT":
+        """A GPT with the same logits as a transformers GPT2LMHeadModel (see attnlib.pretrained)."""
+        from .pretrained import gpt_from_hf
+        return gpt_from_hf(hf_model)
+
+
+def _key_mask(attention_mask: Optional[Tensor], ids: Tensor, name: str) -> Optional[Tensor]:
+    """HF attention_mask (B, T), 1 real / 0 pad -> bool (B, 1, 1, T), True = may attend."""
+    if attention_mask is None:
+        return None
+    if not isinstance(attention_mask, Tensor) or attention_mask.shape != ids.shape:
+        shape = tuple(attention_mask.shape) if isinstance(attention_mask, Tensor) else type(attention_mask).__name__
+        raise ValueError(f"{name} must have the shape of the ids {tuple(ids.shape)} (1 real, 0 pad), got {shape}")
+    return (attention_mask != 0)[:, None, None, :].to(ids.device)  # (B, 1, 1, T)
+
+
+class Encoder(nn.Module):
+    """Bidirectional (BERT-style) stack: every token attends to every real token.
+
+    Shapes:
+        input_ids (B, T) long -> hidden_states (B, T, C); values at padded positions are unspecified.
+    """
+
+    def __init__(self, cfg: TransformerConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embed = Embeddings(cfg)
+        self.rope = _rope(cfg)
+        self.layers = nn.ModuleList(EncoderLayer.from_config(cfg) for _ in range(cfg.n_layers))
+        self.norm_f = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.norm_first else None
+        self.apply(init_weights)
+
+    def forward(self, input_ids: Tensor, *, attention_mask: Optional[Tensor] = None,
+                token_type_ids: Optional[Tensor] = None, need_weights: bool = False) -> ModelOutput:
+        """Args:
+            attention_mask: (B, T), 1 = real token, 0 = padding (Hugging Face convention).
+            token_type_ids: (B, T) segment ids, needs cfg.type_vocab_size > 0.
+
+        Returns ModelOutput(hidden_states (B, T, C), attentions)."""
+        check_ids("input_ids", input_ids, self.cfg.vocab_size, self.cfg.max_len)
+        if token_type_ids is not None:
+            if self.embed.type_emb is None:
+                raise ValueError("token_type_ids given but the config has type_vocab_size=0")
+            if not isinstance(token_type_ids, Tensor) or token_type_ids.shape != input_ids.shape:
+                raise ValueError(f"token_type_ids must have the shape of input_ids {tuple(input_ids.shape)}")
+            check_ids("token_type_ids", token_type_ids, self.cfg.type_vocab_size, self.cfg.max_len)
+        mask = _key_mask(attention_mask, input_ids, "attention_mask")
+        positions = _positions(0, input_ids.shape[1], input_ids.device)
+        x = self.embed(input_ids, positions, token_type_ids)  # (B, T, C)
+        attentions = [] if need_weights else None
+        for layer in self.layers:
+            x, w = layer(x, attn_mask=mask, need_weights=need_weights, rope=self.rope, positions=positions)
+            if need_weights:
+                attentions.append(w)
+        if self.norm_f is not None:
+            x = self.norm_f(x)
+        return ModelOutput(hidden_states=x, attentions=attentions)
+
+    @classmethod
+    def from_hf(cls, hf_model: Any) -> "Encoder":
+        """An Encoder with the same hidden states as a transformers BertModel (see attnlib.pretrained)."""
+        from .pretrained import encoder_from_hf
+        return encoder_from_hf(hf_model)
+
+
+class EncoderDecoder(nn.Module):
+    """The 2017 layout: an Encoder reads the source; a causal decoder with cross-attention writes
+    the target. One embedding matrix is shared by encoder, decoder and (tied) LM head.
+
+    Shapes:
+        src_ids (B, S), tgt_ids (B, T) -> logits (B, T, vocab); cross_attentions (B, H, T, S).
+    """
+
+    def __init__(self, cfg: TransformerConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.encoder = Encoder(cfg)
+        self.decoder_layers = nn.ModuleList(DecoderLayer.from_config(cfg, cross_attention=True)
+                                            for _ in range(cfg.n_layers))
+        self.decoder_norm_f = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.norm_first else None
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.apply(init_weights)
+        if cfg.tie_weights:
+            self.lm_head.weight = self.encoder.embed.tok_emb.weight
+
+    @property
+    def embed(self) -> Embeddings:
+        """The shared embeddings (they live in the encoder)."""
+        return self.encoder.embed
+
+    def encode(self, src_ids: Tensor, *, src_attention_mask: Optional[Tensor] = None,
+               need_weights: bool = False) -> tuple[Tensor, Optional[Tensor], Optional[list[Tensor]]]:
+        """Returns (memory (B, S, C), memory_mask bool (B, 1, 1, S) or None, encoder attentions)."""
+        out = self.encoder(src_ids, attention_mask=src_attention_mask, need_weights=need_weights)
+        return out.hidden_states, _key_mask(src_attention_mask, src_ids, "src_attention_mask"), out.attentions
+
+    def decode(self, tgt_ids: Tensor, memory: Tensor, *, memory_mask: Optional[Tensor] = None,
+               cache: Any = None, need_weights: bool = False) -> ModelOutput:
+        """Run the decoder on tgt_ids (continuing after cache.seq_len tokens when cached).
+
+        Returns ModelOutput(logits (B, T, vocab), attentions, cross_attentions, hidden_states)."""
+        past = cache.seq_len if cache is not None else 0
+        check_ids("tgt_ids", tgt_ids, self.cfg.vocab_size, self.cfg.max_len, past)
+        if memory.shape[0] != tgt_ids.shape[0]:
+            raise ValueError(f"tgt_ids has batch {tgt_ids.shape[0]} but the source has batch {memory.shape[0]}")
+        positions = _positions(past, tgt_ids.shape[1], tgt_ids.device)
+        x = self.embed(tgt_ids, positions)  # (B, T, C)
+        attentions = [] if need_weights else None
+        cross = [] if need_weights else None
+        for i, layer in enumerate(self.decoder_layers):
+            x, w, cw = layer(x, memory, memory_mask=memory_mask, cache=cache, layer_idx=i,
+                             need_weights=need_weights, rope=self.encoder.rope, positions=positions)
+            if need_weights:
+                attentions.append(w)
+                cross.append(cw)
+        if self.decoder_norm_f is not None:
+            x = self.decoder_norm_f(x)
+        return ModelOutput(logits=self.lm_head(x), attentions=attentions, cross_attentions=cross, hidden_states=x)
+
+    def forward(self, src_ids: Tensor, tgt_ids: Tensor, targets: Optional[Tensor] = None, *,
+                src_attention_mask: Optional[Tensor] = None, need_weights: bool = False) -> ModelOutput:
+        """Args:
+            src_ids (B, S); tgt_ids (B, T) decoder input (starts with bos); targets (B, T) for the loss;
+            src_attention_mask (B, S): 1 real, 0 pad.
+
+        Returns ModelOutput(logits, loss, attentions, cross_attentions, hidden_states, encoder_attentions)."""
+        memory, memory_mask, enc_att = self.encode(src_ids, src_attention_mask=src_attention_mask,
+                                                   need_weights=need_weights)
+        out = self.decode(tgt_ids, memory, memory_mask=memory_mask, need_weights=need_weights)
+        out.loss = lm_loss(out.logits, targets, self.cfg.vocab_size)
+        out.encoder_attentions = enc_att
+        return out
+
+    def generate(self, src_ids: Tensor, max_new_tokens: int, *, bos_id: int, eos_id: Optional[int] = None,
+                 temperature: float = 0.0, use_cache: bool = True, top_k: Optional[int] = None,
+                 generator: Optional[torch.Generator] = None,
+                 src_attention_mask: Optional[Tensor] = None) -> Tensor:
+        """Translate: start from bos_id, add tokens until every row has produced eos_id (rows
+        that finished earlier are filled with eos_id) or max_new_tokens were added.
+
+        The encoder runs once; with use_cache each decoder layer computes the cross-attention
+        keys/values of the source once and reuses them. Returns (B, 1 + n), n <= max_new_tokens."""
+        return generate_encoder_decoder(self, src_ids, max_new_tokens, bos_id=bos_id, eos_id=eos_id,
+                                        temperature=temperature, top_k=top_k, use_cache=use_cache,
+                                        generator=generator, src_attention_mask=src_attention_mask)
