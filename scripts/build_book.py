@@ -1,0 +1,111 @@
+"""Build the book into _build/html: local assets first, then Jupyter Book with warnings as errors.
+
+    python scripts/build_book.py            # reuse _build/html when nothing it depends on changed
+    python scripts/build_book.py --force    # always rebuild
+    python scripts/build_book.py --toc /tmp/toc.yml   # another table of contents (pipeline tests)
+
+Every build is a full one (`--all`): an incremental Sphinx build does not re-read unchanged pages,
+so it would not repeat their warnings and `-W` could pass a book that fails from scratch.
+Instead, a successful build leaves a stamp (a hash of every input: config, toc, the pages and
+notebooks it lists, book/_static, this folder, the tool versions), and a later call with the same
+inputs reuses it. That is how `make test`'s browser test reuses the build of the step before it.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+HTML = ROOT / "_build" / "html"
+STAMP_NAME = ".attnlib-build.json"
+TOOLS = ("jupyter-book", "myst-nb", "sphinx", "sphinx-book-theme", "ipywidgets")
+
+
+def toc_docnames(toc_path: Path) -> list[str]:
+    """Every document named in a jb-book table of contents, in reading order (root first)."""
+    toc = yaml.safe_load(toc_path.read_text())
+    names = [toc["root"]]
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "file" in node:
+                names.append(node["file"])
+            for key in ("parts", "chapters", "sections"):
+                for child in node.get(key, []) or []:
+                    walk(child)
+        elif isinstance(node, list):
+            for child in node:
+                walk(child)
+
+    walk(toc)
+    return [str(Path(n).with_suffix("")) if Path(n).suffix in (".md", ".ipynb") else n for n in names]
+
+
+def source_of(docname: str) -> Path | None:
+    for suffix in (".ipynb", ".md"):
+        path = ROOT / f"{docname}{suffix}"
+        if path.is_file():
+            return path
+    return None
+
+
+def inputs_hash(toc_path: Path) -> str:
+    h = hashlib.sha256()
+    files = [ROOT / "_config.yml", toc_path]
+    files += [p for p in (source_of(d) for d in toc_docnames(toc_path)) if p is not None]
+    for folder in (ROOT / "book", ROOT / "scripts"):
+        files += sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    for path in dict.fromkeys(files):
+        h.update(str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path).encode())
+        h.update(path.read_bytes())
+    for tool in TOOLS:
+        try:
+            h.update(f"{tool}=={metadata.version(tool)}".encode())
+        except metadata.PackageNotFoundError:
+            h.update(f"{tool} missing".encode())
+    return h.hexdigest()
+
+
+def build(toc: Path | None = None, force: bool = False, quiet: bool = False) -> int:
+    """Build (or reuse) _build/html; return the exit code of the build (0 = success)."""
+    toc_path = (toc or ROOT / "_toc.yml").resolve()
+    digest = inputs_hash(toc_path)
+    stamp = HTML / STAMP_NAME
+    if not force and stamp.is_file() and json.loads(stamp.read_text()).get("inputs") == digest:
+        print(f"book: reusing {HTML.relative_to(ROOT)} (inputs unchanged)")
+        return 0
+    stamp.unlink(missing_ok=True)
+    missing = [d for d in toc_docnames(toc_path) if source_of(d) is None]
+    if missing:
+        print(f"book: these pages are in {toc_path.name} but have no .md/.ipynb file: {missing}",
+              file=sys.stderr)
+        return 2
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "vendor_assets.py")], check=True)
+    cmd = ["jupyter-book", "build", str(ROOT), "--all", "-W", "--keep-going", "--toc", str(toc_path)]
+    if quiet:
+        cmd.append("--quiet")
+    print("book:", " ".join(cmd), flush=True)
+    rc = subprocess.run(cmd, cwd=ROOT).returncode
+    if rc == 0:
+        stamp.write_text(json.dumps({"inputs": digest, "toc": str(toc_path)}))
+    return rc
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--force", action="store_true", help="rebuild even if inputs are unchanged")
+    parser.add_argument("--toc", type=Path, default=None, help="table of contents (default _toc.yml)")
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args(argv)
+    return build(args.toc, force=args.force, quiet=args.quiet)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
