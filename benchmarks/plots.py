@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -84,11 +85,13 @@ def generation_plot(doc: dict, path: Path) -> Path:
           ylabel="tokens / s (greedy, whole generate call)", title="generation throughput")
     a.legend(fontsize=7)
     for i, r in enumerate(runs):
-        steps = [s * 1e3 for s in r["step_s"][1:]]
-        first = steps[0] if steps else 1.0
-        b.plot(range(2, len(steps) + 2), [s / first for s in steps], color=COLORS[i], label=f"{r['shape']}")
+        steps = r["step_s"]
+        w = r["window"]
+        first = statistics.median(steps[:w])
+        smooth = [statistics.median(steps[max(0, j - w // 2): j + w // 2 + 1]) / first for j in range(len(steps))]
+        b.plot(range(1, len(steps) + 1), smooth, color=COLORS[i], label=f"{r['shape']} (running median of {w})")
     b.axhline(1.2, color="grey", ls="--", lw=1, label="flatness target 1.2")
-    b.set(xlabel="decode step (new token index)", ylabel="step time / first decode step", title="per-token cost with KVCache")
+    b.set(xlabel="decode step (new token index)", ylabel="step time / median of first window", title="per-token cost with KVCache")
     b.legend(fontsize=7)
     fig.suptitle("Generation (batch 1): " + _title(doc), fontsize=9)
     fig.tight_layout()

@@ -1,0 +1,157 @@
+"""Generation: greedy decoding without a cache, with ``attnlib.KVCache``, and with HF ``generate``.
+
+Per model shape: a 32-token prompt, then ``new`` greedy tokens (temperature 0), batch 1.
+
+* cache speedup: time without a cache / time with it (no cache re-runs the whole prefix for every
+  new token: quadratic work; the cache makes each step one token's worth);
+* per-token cost: one decode step at a time is timed in a hand loop (the same calls ``generate``
+  makes); the median step of the last window over the median step of the first window should be
+  about 1 (the cache grows, but reading the weights dominates);
+* attnlib tokens/s over HF ``generate`` tokens/s (cached both);
+* bandwidth: each decode step reads every weight once (the LM head reads the whole embedding
+  matrix; the position table only one row), so weight bytes x tokens/s is the bandwidth that
+  decoding achieves; compared with the in-run memory-bandwidth figure;
+* ``KVCache.nbytes`` is checked against 2 x n_layers x B x seq_len x d_model x element size.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+
+import attnlib
+
+from .harness import Settings, Target, compare, fmt_table, synchronize
+from .models import build_pair
+
+RUNS = {
+    "smoke": [("smoke", 8, 8)],
+    "quick": [("tiny", 32, 64), ("gpt2-small", 32, 32)],
+    "full": [("tiny", 32, 256), ("gpt2-small", 32, 256)],
+}
+
+
+def decode_steps(gpt: torch.nn.Module, prompt: torch.Tensor, new: int, device: str
+                 ) -> tuple[float, list[float], torch.Tensor, attnlib.KVCache]:
+    """Greedy decoding by hand with a KVCache, timing each step.
+
+    Returns (prefill seconds, seconds of each of the ``new`` one-token forwards, ids, cache). The
+    last new token is fed too (``generate`` stops before that forward), so every step is timed
+    alike and the cache ends up holding prompt + new tokens."""
+    cache = attnlib.KVCache()
+    synchronize(device)
+    t0 = time.perf_counter()
+    logits = gpt(prompt, cache=cache).logits[:, -1]   # prefill: (B, vocab)
+    synchronize(device)
+    prefill = time.perf_counter() - t0
+    ids, times = prompt, []
+    for _ in range(new):
+        t0 = time.perf_counter()
+        nxt = logits.argmax(dim=-1, keepdim=True)     # (B, 1) greedy
+        ids = torch.cat([ids, nxt], dim=1)
+        logits = gpt(nxt, cache=cache).logits[:, -1]  # one token in, its keys/values appended
+        synchronize(device)
+        times.append(time.perf_counter() - t0)
+    return prefill, times, ids, cache
+
+
+def weight_bytes_per_token(gpt: torch.nn.Module, cfg) -> int:
+    """Bytes of weights a decode step reads: every parameter once (tied ones once), but only one row
+    of a learned position table."""
+    total = 0
+    for name, p in dict(gpt.named_parameters()).items():  # named_parameters() lists a tied weight once
+        is_pos_table = "pos" in name and tuple(p.shape) == (cfg.max_len, cfg.d_model)
+        total += (p[0] if is_pos_table else p).numel() * p.element_size()
+    return total
+
+
+def run(settings: Settings, *, calibration: dict | None = None, log=print) -> dict:
+    """Time generation; return JSON-ready results and targets."""
+    rows = []
+    for shape, prompt_len, new in RUNS[settings.mode]:
+        gpt, hf, cfg = build_pair(shape, settings)
+        g = torch.Generator().manual_seed(settings.seed)
+        prompt = torch.randint(0, cfg.vocab_size, (1, prompt_len), generator=g).to(settings.device)
+        gen_cfg = hf.generation_config
+        gen_cfg.eos_token_id, gen_cfg.pad_token_id, gen_cfg.do_sample = None, 0, False
+        with torch.inference_mode():
+            # same model: the first greedy step's logits agree on all three paths
+            cache = attnlib.KVCache()
+            first = gpt(prompt, cache=cache).logits[:, -1]
+            tol = dict(atol=1e-3, rtol=1e-3) if settings.dtype == "float32" else dict(atol=0.1, rtol=0.05)
+            torch.testing.assert_close(first, gpt(prompt).logits[:, -1], **tol)
+            torch.testing.assert_close(first, hf(prompt).logits[:, -1], **tol)
+            outs = {
+                "attnlib_cache": gpt.generate(prompt, new, temperature=0.0, use_cache=True),
+                "attnlib_no_cache": gpt.generate(prompt, new, temperature=0.0, use_cache=False),
+                "hf_cache": hf.generate(prompt, max_new_tokens=new, do_sample=False, use_cache=True),
+            }
+            for name, ids in outs.items():
+                if tuple(ids.shape) != (1, prompt_len + new):
+                    raise AssertionError(f"{name} returned shape {tuple(ids.shape)}, expected (1, {prompt_len + new})")
+            agree = {n: float((ids[0, prompt_len:] == outs["attnlib_cache"][0, prompt_len:]).float().mean())
+                     for n, ids in outs.items()}
+            variants = {
+                "attnlib_cache": lambda: gpt.generate(prompt, new, temperature=0.0, use_cache=True),
+                "attnlib_no_cache": lambda: gpt.generate(prompt, new, temperature=0.0, use_cache=False),
+                "hf_cache": lambda: hf.generate(prompt, max_new_tokens=new, do_sample=False, use_cache=True),
+            }
+            res = compare(variants, settings, baseline="attnlib_cache")
+            step_runs = [decode_steps(gpt, prompt, new, settings.device) for _ in range(max(3, settings.rounds // 2))]
+        steps = [statistics.median(col) for col in zip(*(r[1] for r in step_runs))]  # per-step median
+        prefill_s = statistics.median(r[0] for r in step_runs)
+        _, _, ids, cache = step_runs[-1]
+        if not torch.equal(ids, outs["attnlib_cache"]):
+            raise AssertionError("the hand decode loop and gpt.generate(use_cache=True) chose different tokens")
+        elem = torch.empty((), dtype=settings.torch_dtype).element_size()
+        expect_nbytes = 2 * cfg.n_layers * 1 * cache.seq_len * cfg.d_model * elem
+        assert cache.seq_len == prompt_len + new, (cache.seq_len, prompt_len, new)
+        assert cache.nbytes == expect_nbytes, f"KVCache.nbytes={cache.nbytes} != formula {expect_nbytes}"
+        window = max(2, new // 8)
+        decode = steps
+        flat = statistics.median(decode[-window:]) / statistics.median(decode[:window])
+        tok_s = {n: new / t for n, t in res["median_s"].items()}
+        wbytes = weight_bytes_per_token(gpt, cfg)
+        decode_tok_s = 1.0 / statistics.median(decode)
+        bw = calibration["bandwidth"]["gbs"] if calibration else None
+        rows.append({
+            "shape": shape, "prompt": prompt_len, "new": new, "config": {k: getattr(cfg, k) for k in
+                                                                            ("vocab_size", "d_model", "n_heads", "n_layers")},
+            "timing": res, "tokens_per_s": tok_s, "agreement_with_attnlib_cache": agree,
+            "cache_speedup": res["ratio"]["attnlib_no_cache"],
+            "attnlib_over_hf_tok_s": res["ratio"]["hf_cache"],
+            "prefill_s": prefill_s, "step_s": steps, "window": window, "last_over_first_window": flat,
+            "kv_cache": {"seq_len": cache.seq_len, "nbytes": cache.nbytes, "formula": expect_nbytes},
+            "weight_bytes_per_token": wbytes, "decode_tok_s": decode_tok_s,
+            "decode_gbs": wbytes * decode_tok_s / 1e9,
+            "fraction_of_bandwidth": wbytes * decode_tok_s / 1e9 / bw if bw else None,
+        })
+        log(f"  generate {shape} +{new}: cache speedup {rows[-1]['cache_speedup']:.2f}x, attnlib/HF tok/s "
+            f"{rows[-1]['attnlib_over_hf_tok_s']:.2f}x, last/first window {flat:.2f}, decode "
+            f"{rows[-1]['decode_gbs']:.1f} GB/s{' (noisy)' if res['noisy'] else ''}")
+        del gpt, hf
+    targets = []
+    for r in rows:
+        tag = f"generate {r['shape']} +{r['new']}"
+        if r["shape"] == "gpt2-small":
+            targets.append(Target(f"{tag}: cache speedup", r["cache_speedup"], ">=", 8.0,
+                                  "target stated for 256 new tokens" if r["new"] < 256 else ""))
+        if r["shape"] in ("tiny", "smoke"):
+            targets.append(Target(f"{tag}: attnlib tok/s / HF tok/s", r["attnlib_over_hf_tok_s"], ">=", 2.0,
+                                  "Python overhead per step dominates a tiny model"))
+        targets.append(Target(f"{tag}: per-token cost last/first window", r["last_over_first_window"], "<=", 1.2))
+        targets.append(Target(f"{tag}: decode weight reads / in-run bandwidth", r["fraction_of_bandwidth"], ">=", 0.8))
+    return {"runs": rows, "targets": [t.to_dict() for t in targets]}
+
+
+def table(result: dict) -> str:
+    """Medians and ratios as plain text."""
+    rows = []
+    for r in result["runs"]:
+        t = r["tokens_per_s"]
+        rows.append([r["shape"], f"{r['prompt']}+{r['new']}", t["attnlib_no_cache"], t["attnlib_cache"], t["hf_cache"],
+                     r["cache_speedup"], r["attnlib_over_hf_tok_s"], r["last_over_first_window"], r["decode_gbs"],
+                     r["fraction_of_bandwidth"], r["kv_cache"]["nbytes"]])
+    return fmt_table(["shape", "prompt+new", "no-cache tok/s", "cache tok/s", "HF tok/s", "cache speedup",
+                      "attnlib/HF", "last/first", "decode GB/s", "of bandwidth", "KV bytes"], rows)
