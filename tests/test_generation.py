@@ -1,0 +1,211 @@
+"""Sampling and the decoding loops: cache or no cache, same tokens; eos handling; one encoder pass."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from attnlib import GPT, EncoderDecoder, ModelOutput, TransformerConfig, sample_next
+from attnlib.generation import generate_encoder_decoder
+
+V = 29
+
+
+def cfg_(**kw) -> TransformerConfig:
+    base = dict(vocab_size=V, d_model=16, n_heads=2, n_layers=2, max_len=20)
+    base.update(kw)
+    return TransformerConfig(**base)
+
+
+def sharpen(model: nn.Module) -> None:
+    """Larger weights -> peaked next-token distributions, so greedy paths are not near-ties."""
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.normal_(0.0, 0.3)
+
+
+# ----------------------------------------------------------------------------- sample_next
+def test_greedy_is_argmax_and_top_k_one_is_greedy():
+    torch.manual_seed(0)
+    logits = torch.randn(4, V)
+    assert torch.equal(sample_next(logits, temperature=0.0), logits.argmax(-1, keepdim=True))
+    g = torch.Generator().manual_seed(1)
+    assert torch.equal(sample_next(logits, temperature=1.0, top_k=1, generator=g), logits.argmax(-1, keepdim=True))
+
+
+def test_top_k_only_draws_from_the_k_best():
+    torch.manual_seed(0)
+    logits = torch.randn(1, V).expand(3000, V)
+    draws = sample_next(logits, temperature=2.0, top_k=3, generator=torch.Generator().manual_seed(0))
+    allowed = set(torch.topk(logits[0], 3).indices.tolist())
+    assert set(draws.flatten().tolist()) == allowed
+
+
+def test_sampling_frequencies_follow_softmax_over_temperature():
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]])
+    for temperature in (0.5, 1.0, 2.0):
+        draws = sample_next(logits.expand(20000, 4), temperature=temperature,
+                            generator=torch.Generator().manual_seed(0))
+        freq = torch.bincount(draws.flatten(), minlength=4).float() / 20000
+        torch.testing.assert_close(freq, torch.softmax(logits[0] / temperature, -1), atol=0.015, rtol=0)
+
+
+def test_sampling_is_reproducible_with_a_generator():
+    logits = torch.randn(5, V)
+    a = sample_next(logits, generator=torch.Generator().manual_seed(3))
+    b = sample_next(logits, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(a, b) and a.shape == (5, 1) and a.dtype == torch.long
+
+
+# ------------------------------------------------------------------------------------- GPT
+@pytest.mark.parametrize("positional", ["learned", "sinusoidal", "rope", "none"])
+def test_gpt_greedy_with_and_without_cache_identical(positional):
+    torch.manual_seed(0)
+    gpt = GPT(cfg_(positional=positional))
+    sharpen(gpt)
+    prompt = torch.randint(0, V, (3, 4))
+    cached = gpt.generate(prompt, 8, temperature=0.0)
+    uncached = gpt.generate(prompt, 8, temperature=0.0, use_cache=False)
+    assert cached.shape == (3, 12) and torch.equal(cached[:, :4], prompt)
+    assert torch.equal(cached, uncached)
+    # greedy really is argmax of the model's own next-token logits, step by step
+    logits = gpt.eval()(cached[:, :-1]).logits
+    assert torch.equal(cached[:, 4:], logits[:, 3:].argmax(-1))
+    assert len(set(map(tuple, cached[:, 4:].tolist()))) > 1  # rows differ: not a degenerate model
+
+
+def test_gpt_sampling_with_and_without_cache_identical_and_seeded():
+    torch.manual_seed(0)
+    gpt = GPT(cfg_())
+    prompt = torch.randint(0, V, (2, 3))
+    runs = [gpt.generate(prompt, 10, temperature=1.0, top_k=10, use_cache=c,
+                         generator=torch.Generator().manual_seed(7)) for c in (True, False, True)]
+    assert torch.equal(runs[0], runs[1]) and torch.equal(runs[0], runs[2])
+    other = gpt.generate(prompt, 10, temperature=1.0, generator=torch.Generator().manual_seed(8))
+    assert not torch.equal(other, runs[0])
+
+
+def test_generate_restores_training_mode_and_builds_no_graph():
+    gpt = GPT(cfg_(dropout=0.1))
+    gpt.train()
+    out = gpt.generate(torch.zeros(1, 2, dtype=torch.long), 3, temperature=0.0)
+    assert gpt.training and not out.requires_grad
+    gpt.eval()
+    gpt.generate(torch.zeros(1, 2, dtype=torch.long), 3, temperature=0.0)
+    assert not gpt.training
+    assert torch.equal(gpt.generate(out, 0), out)
+
+
+def test_generate_length_limit_names_sizes():
+    gpt = GPT(cfg_(max_len=10))
+    gpt.generate(torch.zeros(1, 4, dtype=torch.long), 6, temperature=0.0)  # exactly fits
+    with pytest.raises(ValueError, match="prompt length 4 \\+ max_new_tokens 7 = 11 exceeds .*max_len=10"):
+        gpt.generate(torch.zeros(1, 4, dtype=torch.long), 7)
+    with pytest.raises(ValueError, match="temperature must be >= 0"):
+        gpt.generate(torch.zeros(1, 4, dtype=torch.long), 1, temperature=-1.0)
+    with pytest.raises(ValueError, match="top_k must be a positive int"):
+        gpt.generate(torch.zeros(1, 4, dtype=torch.long), 1, top_k=0)
+
+
+# -------------------------------------------------------------------------- EncoderDecoder
+@pytest.mark.parametrize("positional", ["learned", "sinusoidal", "rope", "none"])
+def test_seq2seq_greedy_with_and_without_cache_identical(positional):
+    torch.manual_seed(0)
+    s2s = EncoderDecoder(cfg_(positional=positional))
+    sharpen(s2s)
+    src = torch.randint(3, V, (3, 6))
+    cached = s2s.generate(src, 7, bos_id=1)
+    assert cached.shape == (3, 8) and torch.all(cached[:, 0] == 1)
+    assert torch.equal(cached, s2s.generate(src, 7, bos_id=1, use_cache=False))
+    logits = s2s.eval()(src, cached[:, :-1]).logits
+    assert torch.equal(cached[:, 1:], logits.argmax(-1))
+
+
+def test_seq2seq_encoder_once_and_cross_kv_once_per_layer():
+    torch.manual_seed(0)
+    s2s = EncoderDecoder(cfg_(n_layers=3))
+    calls = {"encoder": 0, "cross_k": 0, "cross_v": 0, "self_k": 0}
+
+    def counter(name):
+        def hook(*_):
+            calls[name] += 1
+        return hook
+
+    s2s.encoder.register_forward_hook(counter("encoder"))
+    for layer in s2s.decoder_layers:
+        layer.cross_attn.k_proj.register_forward_hook(counter("cross_k"))
+        layer.cross_attn.v_proj.register_forward_hook(counter("cross_v"))
+        layer.self_attn.k_proj.register_forward_hook(counter("self_k"))
+    s2s.generate(torch.randint(0, V, (2, 5)), 6, bos_id=1)
+    assert calls == {"encoder": 1, "cross_k": 3, "cross_v": 3, "self_k": 3 * 6}
+    calls.update(encoder=0, cross_k=0, cross_v=0, self_k=0)
+    s2s.generate(torch.randint(0, V, (2, 5)), 6, bos_id=1, use_cache=False)
+    assert calls["encoder"] == 1 and calls["cross_k"] == 3 * 6  # without a cache: every step
+
+
+class ScriptedSeq2Seq(nn.Module):
+    """A stand-in model whose decoder emits a fixed script of tokens per row (to test eos logic)."""
+
+    def __init__(self, script: list[list[int]]) -> None:
+        super().__init__()
+        self.cfg = TransformerConfig(vocab_size=10, d_model=4, n_heads=1, n_layers=1, max_len=50)
+        self.script = torch.tensor(script)  # (B, steps)
+
+    def encode(self, src_ids, *, src_attention_mask=None):
+        return torch.zeros(src_ids.shape[0], 1, 4), None, None
+
+    def decode(self, tgt_ids, memory, *, memory_mask=None, cache=None):
+        step = (cache.seq_len if cache is not None and cache.seq_len else 0) + tgt_ids.shape[1] - 1
+        logits = torch.nn.functional.one_hot(self.script[:, step], 10).float()[:, None, :]  # (B, 1, V)
+        if cache is not None:  # record the step as a 1-layer cache would
+            cache.update(0, torch.zeros(tgt_ids.shape[0], 1, tgt_ids.shape[1], 1), torch.zeros(tgt_ids.shape[0], 1, tgt_ids.shape[1], 1))
+        return ModelOutput(logits=logits)
+
+
+def test_seq2seq_stops_when_every_row_has_eos_and_pads_finished_rows():
+    script = [[4, 2, 7, 7, 7, 7],  # row 0: eos (2) at step 1, then junk that must be replaced by eos
+              [5, 6, 8, 2, 9, 9]]  # row 1: eos at step 3
+    for use_cache in (True, False):
+        ids = generate_encoder_decoder(ScriptedSeq2Seq(script), torch.zeros(2, 3, dtype=torch.long), 6, bos_id=1,
+                                       eos_id=2, temperature=0.0, top_k=None, use_cache=use_cache,
+                                       generator=None, src_attention_mask=None)
+        assert ids.tolist() == [[1, 4, 2, 2, 2], [1, 5, 6, 8, 2]]
+    # without eos_id the loop runs the full max_new_tokens
+    ids = generate_encoder_decoder(ScriptedSeq2Seq(script), torch.zeros(2, 3, dtype=torch.long), 5, bos_id=1,
+                                   eos_id=None, temperature=0.0, top_k=None, use_cache=True, generator=None,
+                                   src_attention_mask=None)
+    assert ids.tolist() == [[1, 4, 2, 7, 7, 7], [1, 5, 6, 8, 2, 9]]
+
+
+def test_seq2seq_eos_with_a_real_model():
+    torch.manual_seed(0)
+    s2s = EncoderDecoder(cfg_())
+    sharpen(s2s)
+    src = torch.randint(3, V, (2, 5))
+    free = s2s.generate(src, 8, bos_id=1)
+    eos = int(free[0, 3])  # row 0 produces this token at its 3rd step
+    ids = s2s.generate(src, 8, bos_id=1, eos_id=eos)
+    first = [int((row == eos).nonzero()[0]) if (row == eos).any() else None for row in free[:, 1:]]
+    # the output is the free run, cut after the last row's first eos, with eos after each row's first one
+    assert ids.shape[1] <= 9
+    for r in range(2):
+        k = first[r]
+        if k is not None and k + 1 < ids.shape[1]:
+            assert torch.equal(ids[r, :k + 2], free[r, :k + 2])
+            assert torch.all(ids[r, k + 1:] == eos)
+        else:
+            assert torch.equal(ids[r], free[r, :ids.shape[1]])
+    if all(k is not None for k in first):
+        assert ids.shape[1] == max(first) + 2
+
+
+def test_seq2seq_generate_errors_name_sizes():
+    s2s = EncoderDecoder(cfg_(max_len=8))
+    src = torch.zeros(1, 3, dtype=torch.long)
+    with pytest.raises(ValueError, match="prompt length 1 \\+ max_new_tokens 8 = 9 exceeds .*max_len=8"):
+        s2s.generate(src, 8, bos_id=1)
+    with pytest.raises(ValueError, match="bos_id=29 is outside \\[0, vocab_size=29\\)"):
+        s2s.generate(src, 2, bos_id=29)
+    with pytest.raises(ValueError, match="eos_id=-1"):
+        s2s.generate(src, 2, bos_id=1, eos_id=-1)
