@@ -319,20 +319,37 @@ def test_page_explorers_move(driver, page):
     explorers = driver.find_elements(By.CSS_SELECTOR, "div.attnlib-explorer")
     for k, ex in enumerate(explorers):
         label = f"{docname}__explorer{k}"
+        if not ex.is_displayed():  # e.g. in a Stack page that is not selected; tested when shown
+            continue
         driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", ex)
         shot(ex, f"{label}_before")
-        plot = ex.find_elements(By.CSS_SELECTOR, "svg.attnlib-plot")
-        assert plot, f"{label}: no svg.attnlib-plot"
-        controls = ex.find_elements(By.CSS_SELECTOR, "input[type=range], select, button")
-        for j, control in enumerate(controls):
-            if not control.is_displayed() or not control.is_enabled():
-                continue
+        assert ex.find_elements(By.CSS_SELECTOR, "svg.attnlib-plot"), f"{label}: no svg.attnlib-plot"
+
+        def operate(control, j):
             before = _explorer_snapshot(driver, ex)
             what = _move(driver, control)
             after = wait_for(lambda: (s := _explorer_snapshot(driver, ex)) != before and s, timeout=5)
             after = after or _explorer_snapshot(driver, ex)
             assert after[0] != before[0], f"{label}: control {j} ({what}) did not change data-state"
             assert after[1] != before[1], f"{label}: control {j} ({what}) did not redraw the svg"
+
+        # sliders and selects first, then a click on a query row (it must highlight the row),
+        # then the buttons (some, like "clear row", only do something once a row is selected)
+        for j, control in enumerate(ex.find_elements(By.CSS_SELECTOR, "input[type=range], select")):
+            if control.is_displayed() and control.is_enabled():
+                operate(control, j)
+        rows = [r for r in ex.find_elements(By.CSS_SELECTOR, "svg.attnlib-plot .attnlib-rowlabel[data-row]")
+                if r.is_displayed()] or ex.find_elements(By.CSS_SELECTOR, "svg.attnlib-plot [data-value]")
+        assert rows, f"{label}: no row labels or cells to click"
+        before = _explorer_snapshot(driver, ex)
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", rows[len(rows) // 2])
+        ActionChains(driver).move_to_element(rows[len(rows) // 2]).click().perform()
+        after = wait_for(lambda: (s := _explorer_snapshot(driver, ex)) != before and s, timeout=5)
+        assert after and after[0] != before[0] and after[1] != before[1], \
+            f"{label}: clicking a query row did not highlight it (data-state/svg unchanged)"
+        for j, control in enumerate(ex.find_elements(By.CSS_SELECTOR, "button")):
+            if control.is_displayed() and control.is_enabled():
+                operate(control, j)
         shot(ex, f"{label}_after")
 
         cells = ex.find_elements(By.CSS_SELECTOR, "svg.attnlib-plot [data-value]")
