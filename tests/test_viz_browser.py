@@ -119,7 +119,10 @@ def cells(r) -> list:
 
 
 def values(r) -> list[str]:
-    return [c.get_attribute("data-value") for c in cells(r)]
+    """Every cell's data-value in row-major order (one round trip, not one per cell)."""
+    return r.parent.execute_script(
+        "return Array.from(arguments[0].querySelectorAll('svg.attnlib-plot rect.attnlib-cell'),"
+        " c => c.getAttribute('data-value'))", r)
 
 
 def shot(d, name: str) -> None:
@@ -254,4 +257,39 @@ def test_inserted_like_jupyterlab(driver, tmp_path):
     r = driver.find_element(By.CSS_SELECTOR, "#host div.attnlib-explorer")
     assert r.get_attribute("data-state") == "example=0;head=0;row=-1"
     assert values(r) == expected(S[0][0].numpy())
+    assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []
+
+
+def test_large_explorers_render_and_stay_readable(driver, tmp_path):
+    """6 layers x 12 heads x 16 tokens (a BERT-size grid) and one 48-token head: every state reachable."""
+    g = torch.Generator().manual_seed(2)
+    big = torch.softmax(torch.randn(6, 12, 16, 16, generator=g) * 2, -1)
+    words = ("[CLS] the quick brown fox jumps over the lazy dog while extraordinarily "
+             "sleepy cats watch ##ing [SEP]").split()[:15] + ["[SEP]"]
+    long = torch.softmax(torch.randn(1, 48, 48, generator=g) * 2, -1)
+    ex_big = viz.attention_explorer(big, words, title="6 layers x 12 heads")
+    ex_long = viz.explorer(long, [f"w{i}" for i in range(48)], dims=("head",), title="48 tokens")
+    path = tmp_path / "big.html"
+    path.write_text("<!DOCTYPE html><html><head><meta charset='utf-8'></head>"
+                    "<body style='max-width:720px;margin:12px auto;font-family:sans-serif'>"
+                    f"<div id='big'>{ex_big._repr_html_()}</div><div id='long'>{ex_long._repr_html_()}</div>"
+                    "</body></html>", encoding="utf-8")
+    driver.get_log("browser")
+    driver.get(path.as_uri())
+    r = root(driver, "big")
+    assert len(values(r)) == 256
+    for s in r.find_elements(By.CSS_SELECTOR, "input[type=range]"):
+        s.send_keys(Keys.END)
+    assert r.get_attribute("data-state") == "example=0;layer=5;head=11;row=-1"
+    assert values(r) == expected(big[5, 11].numpy())
+    r.find_elements(By.CSS_SELECTOR, ".attnlib-rowlabel")[5].click()
+    plot = r.find_element(By.CSS_SELECTOR, "svg.attnlib-plot")
+    assert plot.size["width"] <= 720  # fits the book's column
+    shot(driver, "large_grid")
+    rl = root(driver, "long")
+    assert len(values(rl)) == 48 * 48 and values(rl) == expected(long[0].numpy())
+    driver.execute_script("arguments[0].scrollIntoView()", rl)
+    ActionChains(driver).move_to_element(cells(rl)[47 * 48 + 47]).perform()
+    assert rl.find_element(By.CSS_SELECTOR, ".attnlib-value").text == expected(long[0, 47, 47].numpy())[0]
+    shot(driver, "long_sequence")
     assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []

@@ -54,10 +54,7 @@
     if (kind === 2) return "NaN";
     return fmtCode(code, digits);
   }
-  function fmtTick(x) {
-    var r = Math.round(x * 1000) / 1000;
-    return String(r);
-  }
+  function fmtTick(x) { return String(Number(x.toPrecision(3))); }
 
   function init(root) {
     root.setAttribute("data-attnlib-ready", "1");
@@ -122,7 +119,7 @@
     var tip = div("attnlib-tooltip", root);
     tip.setAttribute("role", "status");
 
-    var svg = null, cbar = null, cells = [], cellText = [], rowLabels = [], rowBox = null, cursor = null, geo = null;
+    var svg = null, cbar = null, cells = [], cellText = [], rowLabels = [], rowBox = null, rowInner = null, cursor = null, geo = null;
 
     function build() {
       var ex = P.examples[state.ex], tq = ex.rows.length, tk = ex.cols.length;
@@ -175,8 +172,11 @@
       var qx = 10, qy = top + tq * cell / 2;
       el("text", { "class": "attnlib-axis", x: qx, y: qy, "text-anchor": "middle",
         transform: "rotate(-90 " + qx + " " + qy + ")" }, svg, "query");
+      /* the highlighted query row: a black frame with a white inner line, visible on any colour */
       rowBox = el("rect", { "class": "attnlib-rowbox", x: left - 1.5, width: tk * cell + 2 - gap, height: cell + 2 - gap,
-        fill: "none", stroke: "#000", "stroke-width": "2.5", visibility: "hidden", "pointer-events": "none" }, svg);
+        fill: "none", stroke: "#000", "stroke-width": "3", visibility: "hidden", "pointer-events": "none" }, svg);
+      rowInner = el("rect", { x: left + 0.5, width: tk * cell - 2 - gap, height: cell - 2 - gap,
+        fill: "none", stroke: "#fff", "stroke-width": "1", visibility: "hidden", "pointer-events": "none" }, svg);
       cursor = el("rect", { "class": "attnlib-cursor", width: cell - gap, height: cell - gap, fill: "none",
         stroke: "#e66100", "stroke-width": "2", "stroke-dasharray": "3 2", visibility: "hidden",
         "pointer-events": "none" }, svg);
@@ -232,8 +232,12 @@
       var mk = cbar.querySelector(".attnlib-masked-key");
       mk.setAttribute("visibility", hasMasked ? "visible" : "hidden");
       rowLabels.forEach(function (t, i) { t.setAttribute("class", "attnlib-rowlabel" + (i === state.row ? " attnlib-selected" : "")); });
-      if (state.row >= 0) { rowBox.setAttribute("y", geo.top + state.row * geo.cell - 1.5); rowBox.setAttribute("visibility", "visible"); }
-      else rowBox.setAttribute("visibility", "hidden");
+      var vis = state.row >= 0 ? "visible" : "hidden";
+      rowBox.setAttribute("y", geo.top + Math.max(0, state.row) * geo.cell - 1.5);
+      rowInner.setAttribute("y", geo.top + Math.max(0, state.row) * geo.cell + 0.5);
+      rowBox.setAttribute("visibility", vis);
+      rowInner.setAttribute("visibility", vis);
+      clear.disabled = state.row < 0;
       paintBars();
       if (tip.style.display === "block" && tip._cell !== undefined) showTip(tip._cell);
       root.setAttribute("data-state", stateString());

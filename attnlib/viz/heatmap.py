@@ -84,7 +84,7 @@ def heatmap(weights: Any, row_tokens: Optional[Sequence[Any]] = None,
         if figsize is None:
             side = max(n_rows, n_cols)
             figsize = (5.0, 4.0) if side <= 12 else (6.0, 5.0) if side <= 24 else (7.0, 6.0)
-        _, ax = plt.subplots(figsize=figsize, layout="constrained")
+        _, ax = plt.subplots(figsize=figsize)  # no layout engine: callers may still tight_layout()
 
     masked = ~np.isfinite(arr) & ~np.isposinf(arr)  # -inf and NaN are "no score"; +inf is just big
     shown = np.ma.masked_array(np.where(np.isposinf(arr), vmax, arr), mask=masked)
