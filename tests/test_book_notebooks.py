@@ -1,0 +1,169 @@
+"""Every chapter follows the notebook conventions of CONTRIBUTING.md, and _toc.yml lists exactly the
+chapters that exist.
+
+Static checks on the committed .ipynb files (nothing is executed here; `pytest --nbval` re-runs them).
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+IDS = [p.name for p in NOTEBOOKS]
+PIP_LINE = re.compile(r'%pip install -q "attnlib @ git\+(?P<url>[^"\s]+)"')
+BULLET = re.compile(r"^\s{0,3}(?:[-*+]|\d+[.)])\s+\S")
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def src(cell: dict) -> str:
+    s = cell.get("source", "")
+    return "".join(s) if isinstance(s, list) else s
+
+
+def tags(cell: dict) -> list[str]:
+    return cell.get("metadata", {}).get("tags", [])
+
+
+def repository_url() -> str:
+    return yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+
+
+def toc_files() -> list[str]:
+    sys_path = str(ROOT / "scripts")
+    import sys
+
+    if sys_path not in sys.path:
+        sys.path.insert(0, sys_path)
+    import build_book
+
+    return build_book.toc_docnames(ROOT / "_toc.yml")
+
+
+def bullets_after(text: str, marker: re.Pattern) -> int:
+    """Number of list items following the first line matching ``marker``, up to the next heading."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if marker.search(line)), None)
+    if start is None:
+        return -1
+    n = 0
+    for line in lines[start + 1:]:
+        if line.lstrip().startswith("#"):
+            break
+        if BULLET.match(line):
+            n += 1
+    return n
+
+
+def heading_index(cells: list[dict], pattern: str) -> int | None:
+    rx = re.compile(rf"^#{{1,3}}\s+.*{pattern}", re.IGNORECASE | re.MULTILINE)
+    return next((i for i, c in enumerate(cells) if c["cell_type"] == "markdown" and rx.search(src(c))), None)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def test_toc_lists_exactly_the_chapters():
+    listed = {d for d in toc_files() if d.startswith("notebooks/")}
+    present = {f"notebooks/{p.stem}" for p in NOTEBOOKS}
+    assert sorted(present - listed) == [], "notebooks missing from _toc.yml"
+    assert sorted(listed - present) == [], "chapters in _toc.yml with no notebook"
+
+
+def test_toc_pages_exist():
+    missing = [d for d in toc_files() if not any((ROOT / f"{d}{s}").is_file() for s in (".md", ".ipynb"))]
+    assert missing == [], f"pages in _toc.yml with no file: {missing}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_first_cell_is_the_hidden_setup(path):
+    cell = load(path)["cells"][0]
+    text = src(cell)
+    assert cell["cell_type"] == "code", "the first cell must be the setup code cell"
+    assert "hide-input" in tags(cell), f"first cell tags {tags(cell)} lack 'hide-input'"
+    match = PIP_LINE.search(text)
+    assert match, 'no `%pip install -q "attnlib @ git+<repository url>"` line in the first cell'
+    assert match["url"] == repository_url(), (
+        f"Colab installs from {match['url']}, but _config.yml's repository.url is {repository_url()}")
+    assert 'if "google.colab" in sys.modules:' in text, "the %pip line must only run on Colab"
+    for needed in ("import attnlib", "attnlib.seed_everything(", "attnlib.default_device()"):
+        assert needed in text, f"first cell lacks {needed!r}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_title_and_learning_goals(path):
+    cell = load(path)["cells"][1]
+    text = src(cell)
+    assert cell["cell_type"] == "markdown", "the second cell must be markdown (title, goals)"
+    assert re.match(r"#\s+\S", text), f"the second cell must start with '# Title', got {text[:40]!r}"
+    n = bullets_after(text, re.compile(r"what you will learn", re.IGNORECASE))
+    assert n != -1, "no 'What you will learn' in the second cell"
+    assert 3 <= n <= 5, f"'What you will learn' has {n} bullets, expected 3-5"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_sections_checks_exercises_and_summary(path):
+    cells = load(path)["cells"]
+    sections = [c for c in cells if c["cell_type"] == "markdown" and re.search(r"^##\s", src(c), re.M)]
+    assert len(sections) >= 2, "expected '##' sections (one idea each)"
+
+    ex = heading_index(cells, "exercise")
+    assert ex is not None, "no '## Exercises' heading"
+    checks = [i for i, c in enumerate(cells[:ex]) if c["cell_type"] == "code"
+              and re.search(r"^\s*(assert\b|torch\.testing\.assert_close\()", src(c), re.M)]
+    assert checks, "no check (assert / torch.testing.assert_close) in the chapter's sections"
+
+    summary = heading_index(cells, "summary")
+    assert summary is not None, "no '## Summary' heading"
+    assert summary > ex, "the summary comes after the exercises"
+    n = bullets_after(src(cells[summary]), re.compile(r"^#{1,3}\s+.*summary", re.IGNORECASE))
+    assert 4 <= n <= 6, f"summary has {n} bullets, expected 4-6"
+
+    exercise_text = "\n".join(src(c) for c in cells[ex:summary] if c["cell_type"] == "markdown")
+    n_exercises = len(re.findall(r"(?:\*\*|#{3,4}\s*)Exercise\b", exercise_text))
+    solutions = [c for c in cells[ex:summary] if c["cell_type"] == "code" and "hide-input" in tags(c)]
+    assert n_exercises >= 1, "the Exercises section has no '**Exercise ...**' (or '### Exercise')"
+    assert len(solutions) >= n_exercises, (
+        f"{n_exercises} exercises but {len(solutions)} solution cells tagged 'hide-input'")
+    for c in solutions:
+        code = [line for line in src(c).splitlines() if line.strip() and not line.lstrip().startswith("#")]
+        last = code[-1].lstrip() if code else ""
+        assert last.startswith(("assert", "torch.testing.assert_close(")), (
+            f"a solution cell must end with an assert (or assert_close), this one ends with {last!r}")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_committed_executed_without_errors(path):
+    cells = load(path)["cells"]
+    errors = [(i, o.get("ename"), o.get("evalue", "")[:80]) for i, c in enumerate(cells)
+              if c["cell_type"] == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert errors == [], f"stored error outputs (cell, error, message): {errors}"
+    counts = [c.get("execution_count") for c in cells if c["cell_type"] == "code" and src(c).strip()]
+    assert None not in counts, "some code cells were never executed: run scripts/execute_notebooks.py"
+    assert counts == list(range(1, len(counts) + 1)), (
+        "execution counts are not 1, 2, 3, ... in order: regenerate the notebook in a fresh kernel "
+        "with scripts/execute_notebooks.py")
+
+
+def test_checks_fail_on_a_broken_notebook(tmp_path):
+    """The convention checks themselves: a notebook breaking each rule is caught."""
+    good = json.loads(NOTEBOOKS[0].read_text()) if NOTEBOOKS else None
+    if good is None:
+        pytest.skip("no chapter yet")
+    bad = json.loads(json.dumps(good))
+    bad["cells"][0]["source"] = src(bad["cells"][0]).replace(repository_url(), "https://github.com/x/y")
+    bad["cells"][0]["metadata"]["tags"] = []
+    last_code = [c for c in bad["cells"] if c["cell_type"] == "code"][-1]
+    last_code["outputs"] = [{"output_type": "error", "ename": "E", "evalue": "", "traceback": []}]
+    p = tmp_path / "bad.ipynb"
+    p.write_text(json.dumps(bad))
+    for test in (test_first_cell_is_the_hidden_setup, test_committed_executed_without_errors):
+        with pytest.raises(AssertionError):
+            test(p)
