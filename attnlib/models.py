@@ -254,8 +254,10 @@ class EncoderDecoder(nn.Module):
     def encode(self, src_ids: Tensor, *, src_attention_mask: Optional[Tensor] = None,
                need_weights: bool = False) -> tuple[Tensor, Optional[Tensor], Optional[list[Tensor]]]:
         """Returns (memory (B, S, C), memory_mask bool (B, 1, 1, S) or None, encoder attentions)."""
+        check_ids("src_ids", src_ids, self.cfg.vocab_size, self.cfg.max_len)  # errors name the source
+        memory_mask = _key_mask(src_attention_mask, src_ids, "src_attention_mask")
         out = self.encoder(src_ids, attention_mask=src_attention_mask, need_weights=need_weights)
-        return out.hidden_states, _key_mask(src_attention_mask, src_ids, "src_attention_mask"), out.attentions
+        return out.hidden_states, memory_mask, out.attentions
 
     def decode(self, tgt_ids: Tensor, memory: Tensor, *, memory_mask: Optional[Tensor] = None,
                cache: Any = None, need_weights: bool = False) -> ModelOutput:
