@@ -181,8 +181,9 @@ def test_mean_pool_ignores_padding_and_checks_shapes():
 # from_hf on small random models
 # ---------------------------------------------------------------------------------------------
 def _small_gpt2(**kw):
+    # initializer_range 0.2 (not 0.02): activations large enough that exact vs tanh GELU differ
     cfg = transformers.GPT2Config(vocab_size=61, n_positions=24, n_embd=32, n_layer=3, n_head=4,
-                                  bos_token_id=0, eos_token_id=0, **kw)
+                                  initializer_range=0.2, bos_token_id=0, eos_token_id=0, **kw)
     cfg._attn_implementation = "eager"
     torch.manual_seed(0)
     model = transformers.GPT2LMHeadModel(cfg).eval()
@@ -195,7 +196,8 @@ def _small_gpt2(**kw):
 
 def _small_bert(**kw):
     cfg = transformers.BertConfig(vocab_size=53, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                  intermediate_size=48, max_position_embeddings=20, type_vocab_size=2, **kw)
+                                  intermediate_size=48, max_position_embeddings=20, type_vocab_size=2,
+                                  initializer_range=0.2, **kw)
     cfg._attn_implementation = "eager"
     torch.manual_seed(0)
     model = transformers.BertModel(cfg, add_pooling_layer=False).eval()
