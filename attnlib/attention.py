@@ -308,7 +308,11 @@ class MultiHeadAttention(nn.Module):
                 if cache is not None:
                     cache.set_cross(layer_idx, k, v)
         tk = k.shape[-2]
-        if is_causal and tk != Tq:
+        if is_causal and Tq == 1 and tk > 1 and attn_mask is None:
+            # One decode step: the single query is the newest token and may see every held key,
+            # so no mask is needed (and the fused kernels stay available).
+            is_causal = False
+        elif is_causal and tk != Tq:
             # A decode step: the queries are the last Tq of Tk positions (lower-right alignment).
             causal = causal_mask(Tq, tk, device=x.device)
             attn_mask = causal if attn_mask is None else (attn_mask & causal if attn_mask.dtype == torch.bool
