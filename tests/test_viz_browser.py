@@ -22,6 +22,7 @@ CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "artifacts" / "screenshots"
 EVIL = "<script>alert(1)</script>"
+EVIL_IMG = "<img src=x onerror=\"window.__pwned=1\">"  # would run (and request x) if parsed as HTML
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
 if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
@@ -32,6 +33,7 @@ from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support.ui import Select  # noqa: E402
 
 torch.set_num_threads(1)
 TOKENS = ["The", "animal", "rested", "because", "it", "was", EVIL]
@@ -55,7 +57,7 @@ def _scores() -> list[torch.Tensor]:
 W = _weights()
 S = _scores()
 EX_A = viz.attention_explorer(W, TOKENS, title="Toy attention <weights>")
-EX_B = viz.explorer(S, [list("abc"), ["v", "w", "x", "y", "z"]], dims=("head",),
+EX_B = viz.explorer(S, [list("abc"), ["v", "w", "x", "y", EVIL_IMG]], dims=("head",),
                     examples=["short", "long"], value_name="score", diverging=True, title="Scores")
 
 
@@ -240,6 +242,12 @@ def test_tokens_are_text_not_markup(page):
     assert r.find_element(By.CSS_SELECTOR, ".attnlib-title").text == "Toy attention <weights>"
     label = r.find_elements(By.CSS_SELECTOR, ".attnlib-rowlabel")[6]
     assert label.find_element(By.CSS_SELECTOR, "title").get_attribute("textContent") == f"query 6: \u201c{EVIL}\u201d"
+    rb = root(page, "b")
+    Select(rb.find_element(By.CSS_SELECTOR, "select")).select_by_index(1)
+    labels = rb.find_elements(By.CSS_SELECTOR, ".attnlib-rowlabel")
+    labels[4].click()
+    assert rb.find_elements(By.CSS_SELECTOR, "img") == []
+    assert EVIL_IMG in rb.find_element(By.CSS_SELECTOR, ".attnlib-bars-head").text
     assert page.execute_script("return typeof window.__pwned") == "undefined"
 
 

@@ -187,7 +187,7 @@
 
     function buildColourbar(h) {
       var gid = "attnlib-grad-" + uid, w = 14, x0 = 6, y0 = 4;
-      cbar = el("svg", { "class": "attnlib-colorbar", width: 78, height: h + 52, "aria-hidden": "true" }, figure);
+      cbar = el("svg", { "class": "attnlib-colorbar", width: 72, height: h + 52, "aria-hidden": "true" }, figure);
       var g = el("linearGradient", { id: gid, x1: "0", y1: "1", x2: "0", y2: "0" }, el("defs", {}, cbar));
       for (var s = 0; s <= 32; s++) el("stop", { offset: (s / 32).toFixed(4), "stop-color": palette[Math.min(255, s * 8)] }, g);
       el("rect", { x: x0, y: y0, width: w, height: h, fill: "url(#" + gid + ")", stroke: "#888", "stroke-width": "0.5" }, cbar);
@@ -196,7 +196,7 @@
         el("line", { x1: x0 + w, x2: x0 + w + 4, y1: y, y2: y, stroke: "currentColor" }, cbar);
         el("text", { x: x0 + w + 6, y: y + 4, "font-size": "11" }, cbar, fmtTick(v));
       });
-      var lx = x0 + w + 50, ly = y0 + h / 2;
+      var lx = x0 + w + 46, ly = y0 + h / 2;
       el("text", { "class": "attnlib-axis", x: lx, y: ly, "text-anchor": "middle",
         transform: "rotate(-90 " + lx + " " + ly + ")" }, cbar, P.valueName);
       var sw = el("g", { "class": "attnlib-masked-key" }, cbar);
