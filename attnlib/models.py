@@ -96,10 +96,6 @@ def _rope(cfg: TransformerConfig) -> Optional[RotaryEmbedding]:
     return RotaryEmbedding(cfg.head_dim) if cfg.positional == "rope" else None
 
 
-def _positions(past: int, T: int, device: torch.device) -> Tensor:
-    return torch.arange(past, past + T, device=device)  # (T,): continue after the cached tokens
-
-
 class GPT(nn.Module):
     """Decoder-only language model: embeddings, L causal blocks, final norm, LM head.
 
@@ -136,7 +132,7 @@ class GPT(nn.Module):
         Returns ModelOutput(logits, loss, attentions, hidden_states)."""
         past = cache.seq_len if cache is not None else 0
         self.check_ids(input_ids, past)
-        positions = _positions(past, input_ids.shape[1], input_ids.device)
+        positions = torch.arange(past, past + input_ids.shape[1], device=input_ids.device)  # after the cache
         x = self.embed(input_ids, positions)  # (B, T, C)
         attentions = [] if need_weights else None
         for i, layer in enumerate(self.layers):
@@ -162,7 +158,7 @@ class GPT(nn.Module):
 
     @classmethod
     def from_hf(cls, hf_model: Any) -> "GPT":
-        """A GPT with the same logits as a transformers GPT2LMHeadModel (see attnlib.pretrained)."""
+        """A GPT with the same logits as a transformers GPT2LMHeadModel (attnlib.pretrained)."""
         from .pretrained import gpt_from_hf
         return gpt_from_hf(hf_model)
 
@@ -208,7 +204,7 @@ class Encoder(nn.Module):
                 raise ValueError(f"token_type_ids must have the shape of input_ids {tuple(input_ids.shape)}")
             check_ids("token_type_ids", token_type_ids, self.cfg.type_vocab_size, self.cfg.max_len)
         mask = _key_mask(attention_mask, input_ids, "attention_mask")
-        positions = _positions(0, input_ids.shape[1], input_ids.device)
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
         x = self.embed(input_ids, positions, token_type_ids)  # (B, T, C)
         attentions = [] if need_weights else None
         for layer in self.layers:
@@ -268,7 +264,7 @@ class EncoderDecoder(nn.Module):
         check_ids("tgt_ids", tgt_ids, self.cfg.vocab_size, self.cfg.max_len, past)
         if memory.shape[0] != tgt_ids.shape[0]:
             raise ValueError(f"tgt_ids has batch {tgt_ids.shape[0]} but the source has batch {memory.shape[0]}")
-        positions = _positions(past, tgt_ids.shape[1], tgt_ids.device)
+        positions = torch.arange(past, past + tgt_ids.shape[1], device=tgt_ids.device)
         x = self.embed(tgt_ids, positions)  # (B, T, C)
         attentions = [] if need_weights else None
         cross = [] if need_weights else None
