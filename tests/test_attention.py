@@ -8,7 +8,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import attnlib
 from attnlib import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
 
 BACKENDS = ["math", "sdpa", "auto"]

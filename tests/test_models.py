@@ -6,7 +6,6 @@ import math
 import pytest
 import torch
 
-import attnlib
 from attnlib import GPT, Encoder, EncoderDecoder, KVCache, TransformerConfig
 
 POSITIONALS = ["learned", "sinusoidal", "rope", "none"]
