@@ -278,6 +278,21 @@ def test_precomputed_slider_links_slider_to_stack_in_widget_state():
     assert all(o[0]["data"]["image/png"] for o in outputs_state)  # stored in the notebook's state
 
 
+def test_precomputed_slider_collects_unreturned_figures_and_html():
+    def draw(k):
+        fig, ax = plt.subplots(figsize=(2, 2))
+        viz.heatmap(torch.eye(2) * k, ["a", "b"], ax=ax, title=f"k={k}")  # returns nothing
+
+    box = viz.precomputed_slider([0, 1], draw)
+    assert [len(o.outputs) for o in box.children[1].children] == [1, 1]
+    assert plt.get_fignums() == []
+    ex = viz.explorer(softmax_weights(2, 2), ["a", "b"])
+    box = viz.precomputed_slider(["x"], lambda _: ex)
+    assert box.children[1].children[0].outputs[0]["data"]["text/html"] == ex._repr_html_()
+    with pytest.raises(ValueError, match=r"render\(1\) returned None"):
+        viz.precomputed_slider([1], lambda v: None)
+
+
 def test_precomputed_slider_validation():
     with pytest.raises(ValueError, match="at least one value"):
         viz.precomputed_slider([], str)

@@ -21,6 +21,8 @@ def check_tokens(tokens: Optional[Sequence[Any]], n: int, what: str, unit: str) 
     """Token labels as strings; ``None`` means positions 0..n-1. Wrong length is a ValueError."""
     if tokens is None:
         return [str(i) for i in range(n)]
+    if hasattr(tokens, "tolist"):  # a tensor / array of token ids
+        tokens = tokens.tolist()
     if isinstance(tokens, str):
         raise TypeError(f"{what} must be a sequence of token strings, not one string {tokens!r}")
     tokens = [str(t) for t in tokens]

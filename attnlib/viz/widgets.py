@@ -34,7 +34,8 @@ def precomputed_slider(values: Sequence[Any], render: Callable[[Any], Any], *,
 
     ``render(v)`` returns what to show for ``v``: a matplotlib Figure/Axes (stored as a PNG at 80 dpi
     and closed: keep figures small, the PNGs live in the notebook's widget state), or anything with
-    ``_repr_html_`` / ``_repr_mimebundle_`` (e.g. an explorer), or text. The slider's index is
+    ``_repr_html_`` / ``_repr_mimebundle_`` (e.g. an explorer), or text; figures it opens without
+    returning them are captured too (do not call ``plt.show()`` inside). The slider's index is
     ``jslink``ed to the Stack's ``selected_index``, so it moves with no kernel (static book, Colab).
 
     Returns:
@@ -50,10 +51,22 @@ def precomputed_slider(values: Sequence[Any], render: Callable[[Any], Any], *,
     labels = [str(v) for v in values]
     if len(set(labels)) != len(labels):
         raise ValueError(f"values must have distinct labels, got {labels}")
+    import matplotlib.pyplot as plt
+
     outputs = []
     for v in values:
+        before = set(plt.get_fignums())
+        result = render(v)
+        # figures render(v) opened but did not return are shown too (and closed), in order
+        items = [plt.figure(n) for n in plt.get_fignums() if n not in before]
+        if result is not None:
+            owner = getattr(result, "figure", result)
+            items = [f for f in items if f is not owner] + [result]
+        if not items:
+            raise ValueError(f"render({v!r}) returned None and drew no figure; return a matplotlib "
+                             "Figure/Axes or a displayable object (and do not call plt.show() inside)")
         out = widgets.Output()
-        out.outputs = ({"output_type": "display_data", "data": _bundle(render(v)), "metadata": {}},)
+        out.outputs = tuple({"output_type": "display_data", "data": _bundle(x), "metadata": {}} for x in items)
         outputs.append(out)
     stack = widgets.Stack(outputs, selected_index=0)
     slider = widgets.SelectionSlider(options=list(zip(labels, range(len(values)))), index=0,
