@@ -300,3 +300,15 @@ def test_precomputed_slider_validation():
         viz.precomputed_slider([1], "nope")
     with pytest.raises(ValueError, match="distinct"):
         viz.precomputed_slider([1, "1"], str)
+
+
+def test_explorer_picks_the_narrowest_integer_width():
+    w = softmax_weights(3, 3)
+    assert viz.explorer(w, list("abc"), digits=2).payload["examples"][0]["bytes"] == 1
+    assert viz.explorer(w, list("abc"), digits=3).payload["examples"][0]["bytes"] == 2
+    wide = torch.randn(3, 3) * 1000
+    ex = viz.explorer(wide, list("abc"), digits=3)
+    assert ex.payload["examples"][0]["bytes"] == 4
+    np.testing.assert_allclose(viz.decode_payload(ex.payload), wide.double().numpy(), atol=5e-4 + 1e-9)
+    with pytest.raises(ValueError, match=r"needs more than 32 bits.*fewer digits"):
+        viz.explorer(torch.tensor([[0.0, 1e7]]), ["q"], ["a", "b"], digits=3)

@@ -301,3 +301,24 @@ def test_large_explorers_render_and_stay_readable(driver, tmp_path):
     assert rl.find_element(By.CSS_SELECTOR, ".attnlib-value").text == expected(long[0, 47, 47].numpy())[0]
     shot(driver, "long_sequence")
     assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []
+
+
+def test_one_and_four_byte_payloads_decode_in_the_browser(driver, tmp_path):
+    g = torch.Generator().manual_seed(3)
+    small = torch.softmax(torch.randn(2, 4, 4, generator=g), -1)       # digits=1: 11 levels -> uint8
+    wide = torch.randn(2, 4, 4, generator=g) * 1000                    # digits=3: span ~1e6 -> uint32
+    wide[0, 0, 3] = float("-inf")
+    ex8 = viz.explorer(small, list("abcd"), dims=("head",), digits=1)
+    ex32 = viz.explorer(wide, list("abcd"), dims=("head",), diverging=True, value_name="score")
+    assert (ex8.payload["examples"][0]["bytes"], ex32.payload["examples"][0]["bytes"]) == (1, 4)
+    path = tmp_path / "bytes.html"
+    path.write_text(f"<!DOCTYPE html><html><body><div id='u8'>{ex8._repr_html_()}</div>"
+                    f"<div id='u32'>{ex32._repr_html_()}</div></body></html>", encoding="utf-8")
+    driver.get_log("browser")
+    driver.get(path.as_uri())
+    for where, x, digits in (("u8", small, 1), ("u32", wide, 3)):
+        r = root(driver, where)
+        assert values(r) == expected(x[0].numpy(), digits)
+        r.find_element(By.CSS_SELECTOR, "input[type=range]").send_keys(Keys.ARROW_RIGHT)
+        assert values(r) == expected(x[1].numpy(), digits)
+    assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []

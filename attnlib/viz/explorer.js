@@ -134,7 +134,7 @@
       var W = left + tk * cell + 6, H = top + tq * cell + colH + 20;
       geo = { cell: cell, left: left, top: top, tq: tq, tk: tk };
       svg = el("svg", { "class": "attnlib-plot", width: W, height: H, viewBox: "0 0 " + W + " " + H,
-        tabindex: "0", role: "img", focusable: "true",
+        tabindex: "0", role: "group", focusable: "true",
         "aria-label": (P.title ? P.title + ": " : "") + P.valueName + " matrix, " + tq + " queries by " + tk +
           " keys. Arrow keys move, Enter highlights the query row, Escape clears." }, figure);
       var defs = el("defs", {}, svg);
