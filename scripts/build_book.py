@@ -4,7 +4,7 @@
     python scripts/build_book.py --force    # always rebuild
     python scripts/build_book.py --toc /tmp/toc.yml   # another table of contents (pipeline tests)
 
-Every build is a full one (`--all`): an incremental Sphinx build does not re-read unchanged pages,
+Every build starts from scratch (`--all`, old output removed): an incremental Sphinx build does not re-read unchanged pages,
 so it would not repeat their warnings and `-W` could pass a book that fails from scratch.
 Instead, a successful build leaves a stamp (a hash of every input: config, toc, the pages and
 notebooks it lists, book/_static, this folder, the tool versions), and a later call with the same
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 from importlib import metadata
@@ -88,6 +89,9 @@ def build(toc: Path | None = None, force: bool = False, quiet: bool = False) -> 
               file=sys.stderr)
         return 2
     subprocess.run([sys.executable, str(ROOT / "scripts" / "vendor_assets.py")], check=True)
+    # from scratch: no pages left over from an earlier table of contents, no stale environment
+    for old in (HTML, ROOT / "_build" / ".doctrees", ROOT / "_build" / "jupyter_execute"):
+        shutil.rmtree(old, ignore_errors=True)
     cmd = ["jupyter-book", "build", str(ROOT), "--all", "-W", "--keep-going", "--toc", str(toc_path)]
     if quiet:
         cmd.append("--quiet")

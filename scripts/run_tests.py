@@ -1,0 +1,118 @@
+"""Run every test of the project, step by step, and say which steps failed (`make test`).
+
+    python scripts/run_tests.py                # all steps
+    python scripts/run_tests.py unit book      # some steps
+
+Steps (each a separate pytest run, all run even if one fails; the exit code is 1 if any failed):
+  unit       tests/ (the library, the explorer, benchmarks), without the book tests below
+  notebooks  pytest --nbval: every chapter re-run in a fresh kernel, outputs compared
+  widgets    stored widget state and the notebook conventions (tests/test_book_widgets.py,
+             tests/test_book_notebooks.py)
+  book       the Jupyter Book build with warnings as errors (tests/test_book_build.py)
+  browser    the built book in headless Chromium (tests/test_book_browser.py; reuses that build)
+
+pytest's exit code 5 ("no tests collected") fails a step, except for `notebooks` while the
+notebooks/ folder holds no chapter: a step that silently tests nothing is not a pass.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+BOOK_TESTS = ["tests/test_book_widgets.py", "tests/test_book_notebooks.py",
+              "tests/test_book_build.py", "tests/test_book_browser.py"]
+COMMON = ["-p", "no:cacheprovider", "-q", "-rfE"]
+
+
+def workers() -> list[str]:
+    """pytest-xdist on machines with more than one core (CI has two)."""
+    n = os.cpu_count() or 1
+    try:
+        import xdist  # noqa: F401
+    except ImportError:
+        return []
+    return ["-n", str(min(n, 2))] if n > 1 else []
+
+
+def steps() -> dict[str, list[str]]:
+    ignore = [f"--ignore={t}" for t in BOOK_TESTS]
+    return {
+        "unit": [PY, "-m", "pytest", "tests", *ignore, *COMMON, *workers()],
+        "notebooks": [PY, "-m", "pytest", "--nbval", "notebooks/", "--nbval-sanitize-with",
+                      "tests/nbval_sanitize.cfg", "--nbval-cell-timeout", "600", *COMMON,
+                      *([*workers(), "--dist", "loadfile"] if workers() else [])],
+        "widgets": [PY, "-m", "pytest", "tests/test_book_widgets.py", "tests/test_book_notebooks.py",
+                    *COMMON],
+        "book": [PY, "-m", "pytest", "tests/test_book_build.py", *COMMON],
+        "browser": [PY, "-m", "pytest", "tests/test_book_browser.py", *COMMON],
+    }
+
+
+COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)")
+
+
+def counts(output: str) -> dict[str, int]:
+    """The numbers in pytest's closing line ('3 failed, 10 passed, 1 skipped in 4.2s')."""
+    for line in reversed(output.splitlines()):
+        found = COUNT.findall(line)
+        if found and (" in " in line or line.startswith("=")):
+            out: dict[str, int] = {}
+            for n, kind in found:
+                kind = "errors" if kind.startswith("error") else kind
+                out[kind] = out.get(kind, 0) + int(n)
+            return out
+    return {}
+
+
+def run(name: str, cmd: list[str]) -> tuple[bool, dict[str, int], float]:
+    print(f"\n=== {name}: {' '.join(cmd[1:])}", flush=True)
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in proc.stdout:  # stream, and keep it to read the closing line
+        print(line, end="", flush=True)
+        lines.append(line)
+    rc = proc.wait()
+    took = time.perf_counter() - start
+    c = counts("".join(lines))
+    if rc == 5 and name == "notebooks" and not list((ROOT / "notebooks").glob("*.ipynb")):
+        print("=== notebooks: no chapter yet, nothing to re-run")
+        return True, c, took
+    if rc == 5:
+        print(f"=== {name}: pytest collected no tests (exit 5): counted as a failure")
+    return rc == 0, c, took
+
+
+def main(argv: list[str]) -> int:
+    table = steps()
+    chosen = argv or list(table)
+    unknown = [s for s in chosen if s not in table]
+    if unknown:
+        print(f"unknown step(s) {unknown}; steps are {list(table)}", file=sys.stderr)
+        return 2
+    results = {name: run(name, table[name]) for name in chosen}
+    total: dict[str, int] = {}
+    print("\n=== summary")
+    for name, (ok, c, took) in results.items():
+        for k, v in c.items():
+            total[k] = total.get(k, 0) + v
+        detail = ", ".join(f"{v} {k}" for k, v in c.items()) or "no counts"
+        print(f"  {name:<10} {'ok  ' if ok else 'FAIL'}  {detail}  ({took:.0f} s)")
+    failed_steps = [n for n, (ok, _, _) in results.items() if not ok]
+    failed = total.get("failed", 0) + total.get("errors", 0)
+    if failed_steps and failed == 0:
+        failed = len(failed_steps)  # a step failed without a failing test (build error, exit 5)
+    print(f"total: {total.get('passed', 0)} passed, {failed} failed, {total.get('skipped', 0)} skipped")
+    if failed_steps:
+        print(f"failed steps: {', '.join(failed_steps)}")
+    return 1 if failed_steps else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,103 @@
+"""The book builds with warnings as errors, every page of _toc.yml comes out, nothing is loaded from
+a CDN, and a chapter committed with an error output fails the build.
+
+The real build goes to _build/html (scripts/build_book.py; reused by tests/test_book_browser.py).
+The failure check builds a one-notebook book in a temporary folder, twice: with an error output
+(must fail, for that reason) and without (must pass), so the failure is not an accident of setup.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import build_book  # noqa: E402
+
+pytestmark = pytest.mark.slow
+TOC = Path(os.environ.get("ATTNLIB_BOOK_TOC", ROOT / "_toc.yml"))
+ASSET = re.compile(r'<(?:script|link|img|iframe)\b[^>]*?\b(?:src|href)="([^"]+)"', re.IGNORECASE)
+
+
+@pytest.fixture(scope="module")
+def html_dir() -> Path:
+    rc = build_book.build(TOC)
+    assert rc == 0, f"`jupyter-book build -W` failed (exit {rc}); the log is above"
+    return build_book.HTML
+
+
+def test_every_toc_page_is_built(html_dir):
+    missing = [d for d in build_book.toc_docnames(TOC) if not (html_dir / f"{d}.html").is_file()]
+    assert missing == [], f"pages in the toc with no HTML: {missing}"
+
+
+def test_assets_are_local(html_dir):
+    """No <script>/<link>/<img> on any page points off the book's own host."""
+    pages = sorted(html_dir.rglob("*.html"))
+    assert pages
+    remote = {}
+    for page in pages:
+        text = page.read_text(encoding="utf-8", errors="replace")
+        for url in ASSET.findall(text):
+            if re.match(r"(https?:)?//", url):
+                remote.setdefault(page.relative_to(html_dir).as_posix(), []).append(url)
+    assert remote == {}, f"pages loading from other hosts: {dict(list(remote.items())[:5])}"
+
+
+def test_local_copies_of_mathjax_and_html_manager(html_dir):
+    for path in ("_static/mathjax/tex-chtml.js", "_static/html-manager/embed.js", "_static/widgets-shim.js"):
+        assert (html_dir / path).is_file(), f"{path} missing from the build"
+    assert not (ROOT / "_static").exists(), "never a root _static/: its files go into every page"
+    pages_with_widgets = [p for p in html_dir.rglob("*.html")
+                          if "application/vnd.jupyter.widget-state+json" in p.read_text(encoding="utf-8")]
+    for page in pages_with_widgets:
+        text = page.read_text(encoding="utf-8")
+        assert text.find("widgets-shim.js") < text.find("html-manager/embed.js"), \
+            f"{page.name}: the shim must load before embed.js"
+
+
+def _tiny_book(tmp_path: Path, outputs: list[dict]) -> Path:
+    book = tmp_path / "book_src"
+    (book / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "_config.yml", book / "_config.yml")
+    shutil.copy(ROOT / "scripts" / "book_checks.py", book / "scripts" / "book_checks.py")
+    shutil.copytree(ROOT / "book" / "_static", book / "book" / "_static")
+    (book / "_build").mkdir()
+    assets = ROOT / "_build" / "assets"
+    if not assets.is_dir():
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "vendor_assets.py")], check=True)
+    (book / "_build" / "assets").symlink_to(assets, target_is_directory=True)
+    (book / "intro.md").write_text("# Intro\n\nA page.\n")
+    (book / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: chapter\n")
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("1 / 0", execution_count=1)
+    cell.outputs = [nbformat.from_dict(o) for o in outputs]
+    nb.cells = [nbformat.v4.new_markdown_cell("# Chapter"), cell]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, book / "chapter.ipynb")
+    return book
+
+
+def _build(book: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["jupyter-book", "build", str(book), "--all", "-W", "--keep-going"],
+                          cwd=book, capture_output=True, text=True, timeout=600)
+
+
+def test_a_stored_error_output_fails_the_build(tmp_path):
+    error = {"output_type": "error", "ename": "ZeroDivisionError", "evalue": "division by zero",
+             "traceback": ["ZeroDivisionError: division by zero"]}
+    bad = _build(_tiny_book(tmp_path / "bad", [error]))
+    log = bad.stdout + bad.stderr
+    assert bad.returncode != 0, "a notebook with an error output built without error"
+    assert "stored error output in cell 1: ZeroDivisionError" in log, log[-3000:]
+
+    fine = {"output_type": "stream", "name": "stdout", "text": "ok\n"}
+    good = _build(_tiny_book(tmp_path / "good", [fine]))
+    assert good.returncode == 0, (good.stdout + good.stderr)[-3000:]
