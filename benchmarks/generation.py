@@ -23,7 +23,7 @@ import torch
 import attnlib
 
 from .harness import Settings, Target, compare, fmt_table, synchronize
-from .models import build_pair
+from .models import build_pair, top_ops
 
 RUNS = {
     "smoke": [("smoke", 8, 8)],
@@ -98,6 +98,8 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
                 "hf_cache": lambda: hf.generate(prompt, max_new_tokens=new, do_sample=False, use_cache=True),
             }
             res = compare(variants, settings, baseline="attnlib_cache")
+            profile = None if settings.is_cuda else {
+                "attnlib_cache": top_ops(variants["attnlib_cache"]), "hf_cache": top_ops(variants["hf_cache"])}
             step_runs = [decode_steps(gpt, prompt, new, settings.device) for _ in range(max(3, settings.rounds // 2))]
         steps = [statistics.median(col) for col in zip(*(r[1] for r in step_runs))]  # per-step median
         prefill_s = statistics.median(r[0] for r in step_runs)
@@ -123,7 +125,7 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
             "attnlib_over_hf_tok_s": res["ratio"]["hf_cache"],
             "prefill_s": prefill_s, "step_s": steps, "window": window, "last_over_first_window": flat,
             "kv_cache": {"seq_len": cache.seq_len, "nbytes": cache.nbytes, "formula": expect_nbytes},
-            "weight_bytes_per_token": wbytes, "decode_tok_s": decode_tok_s,
+            "profile": profile, "weight_bytes_per_token": wbytes, "decode_tok_s": decode_tok_s,
             "decode_gbs": wbytes * decode_tok_s / 1e9,
             "fraction_of_bandwidth": wbytes * decode_tok_s / 1e9 / bw if bw else None,
         })

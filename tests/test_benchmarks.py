@@ -17,6 +17,7 @@ import torch
 import attnlib
 from benchmarks import harness
 from benchmarks.__main__ import SCHEMA, main, settings_for
+from benchmarks.report import render_page
 
 ROOT = Path(__file__).resolve().parents[1]
 STORED = ROOT / "benchmarks" / "results" / "quick_cpu.json"
@@ -153,6 +154,16 @@ def test_bad_settings_and_variants_are_refused() -> None:
         main(["--smoke", "--only", "nonsense"])
 
 
+def test_report_fills_generated_blocks_and_refuses_unknown_ones() -> None:
+    doc = json.loads(STORED.read_text())
+    page = "intro\n<!-- BEGIN generated:targets -->\nstale\n<!-- END generated:targets -->\nend\n"
+    out = render_page(page, doc)
+    assert "stale" not in out and out.startswith("intro\n") and out.endswith("end\n")
+    assert all(t["name"] in out for t in doc["targets"])
+    with pytest.raises(ValueError, match="nonsense"):
+        render_page("<!-- BEGIN generated:nonsense -->\n<!-- END generated:nonsense -->", doc)
+
+
 def test_stored_quick_results_and_book_page_agree() -> None:
     doc = json.loads(STORED.read_text())
     assert doc["settings"]["mode"] == "quick" and doc["env"]["device"] == "cpu"
@@ -162,7 +173,8 @@ def test_stored_quick_results_and_book_page_agree() -> None:
         png = f"quick_cpu_{name}.png"
         assert (STORED.parent / png).exists()
         assert f"../benchmarks/results/{png}" in page
-    # every target in the stored JSON is reported on the page with its verdict
-    for t in doc["targets"]:
+    # the page's tables are the stored numbers: re-rendering from the JSON changes nothing
+    assert render_page(page, doc) == page, "run `python -m benchmarks.report` after storing new results"
+    for t in doc["targets"]:  # and every target appears with its verdict
         assert t["name"] in page, t["name"]
     assert not any(isinstance(t["value"], float) and math.isnan(t["value"]) for t in doc["targets"])

@@ -1,0 +1,155 @@
+"""Write the stored results into the book page: ``python -m benchmarks.report [results.json] [page.md]``.
+
+The page's hand-written prose stays; every block between ``<!-- BEGIN generated:NAME -->`` and
+``<!-- END generated:NAME -->`` is replaced by tables rendered from the JSON, so the numbers on
+the page are always the stored ones (a test re-renders them and compares).
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_JSON = ROOT / "benchmarks" / "results" / "quick_cpu.json"
+DEFAULT_PAGE = ROOT / "book" / "benchmarks.md"
+BLOCK = re.compile(r"(<!-- BEGIN generated:(\w+) -->\n)(.*?)(<!-- END generated:\2 -->)", re.S)
+MIB = 2**20
+
+
+def _num(v: object, digits: int = 3) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}g}"
+    return str(v)
+
+
+def _md_table(headers: list[str], rows: list[list[object]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(" --- " for _ in headers) + "|"]
+    lines += ["| " + " | ".join(_num(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def render_env(doc: dict) -> str:
+    env, s, cal = doc["env"], doc["settings"], doc["calibration"]
+    stalls = [rd["stall"] for b in _comparisons(doc) for rd in b["rounds"] if rd["stall"] is not None]
+    kept = sum(b["kept_rounds"] for b in _comparisons(doc))
+    total = sum(len(b["rounds"]) for b in _comparisons(doc))
+    noisy = sum(b["noisy"] for b in _comparisons(doc))
+    rows = [
+        ["run", f"`python -m benchmarks --{s['mode']}` at {env['utc']} ({env['seconds']} s)"],
+        ["machine", f"{env['device_name']}, {env['cpu_count']} cores; {env['threads']} thread(s) used"],
+        ["software", f"torch {env['torch']}, transformers {env['transformers']}, Python {env['python']}"],
+        ["dtype", env["dtype"]],
+        ["in-run matmul", f"{cal['matmul']['gflops']:.1f} GFLOP/s ({cal['matmul']['n']}x{cal['matmul']['n']} fp32)"],
+        ["in-run bandwidth", f"{cal['bandwidth']['gbs']:.1f} GB/s (copy {cal['bandwidth']['copy_gbs']:.1f}, "
+                             f"read {cal['bandwidth']['read_gbs']:.1f}, {cal['bandwidth']['bytes'] // MIB} MiB)"],
+        ["rounds", f"{s['rounds']} per comparison after {s['warmup']} warm-up calls; {kept} of {total} rounds kept "
+                   f"(stall <= {s['max_stall']:.0%}); {noisy} comparison(s) flagged noisy"],
+        ["CPU pressure", f"avg10 {env['cpu_pressure_avg10_start']}% at start, {env['cpu_pressure_avg10_end']}% at end; "
+                         f"median round stall {sorted(stalls)[len(stalls) // 2]:.1%}" if stalls else "not available"],
+    ]
+    return _md_table(["", ""], rows)
+
+
+def _comparisons(doc: dict) -> list[dict]:
+    out = []
+    b = doc["benchmarks"]
+    for r in b.get("attention", {}).get("sizes", []) + b.get("attention", {}).get("causal", []):
+        out.append(r["timing"])
+    for r in b.get("models", {}).get("runs", []) + b.get("generation", {}).get("runs", []):
+        out.append(r["timing"])
+    return out
+
+
+def render_targets(doc: dict) -> str:
+    verdict = {True: "met", False: "**missed**", None: "n/a"}
+    rows = [[t["name"], t["value"], f"{t['op']} {t['limit']}", verdict[t["met"]], t["note"]] for t in doc["targets"]]
+    return _md_table(["target", "measured", "goal", "", "note"], rows)
+
+
+def render_attention(doc: dict) -> str:
+    att = doc["benchmarks"]["attention"]
+    rows = []
+    for r, c in zip(att["sizes"], att["causal"]):
+        m = r["timing"]["median_s"]
+        rows.append([r["T"], m["torch_sdpa"] * 1e3, r["overhead"], r["math_over_sdpa"],
+                     r["memory"]["attnlib_sdpa"]["peak_bytes"] / MIB, r["memory"]["attnlib_math"]["peak_bytes"] / MIB,
+                     r["tt_bytes"] / MIB, r["math_peak_in_tt"], c["mask_over_is_causal"],
+                     c["timing"]["ratio"]["torch_bool_mask"] / c["timing"]["ratio"]["torch_is_causal"],
+                     c["memory"]["bool_mask"]["peak_bytes"] / MIB,
+                     ", ".join(f"`{k}`" for k in r["memory"]["attnlib_sdpa"]["sdpa_kernels"])])
+    return _md_table(["T", "torch SDPA ms", "attnlib sdpa / torch", "math / sdpa", "sdpa peak MiB", "math peak MiB",
+                      "one TxT MiB", "math peak in TxT", "mask / is_causal", "same, torch direct",
+                      "bool-mask peak MiB", "kernel"], rows)
+
+
+def render_models(doc: dict) -> str:
+    rows = []
+    for r in doc["benchmarks"]["models"]["runs"]:
+        m, frac = r["timing"]["median_s"], r["fraction_of_matmul_peak"] or {}
+        rows.append([r["shape"], r["T"], m["hf_sdpa"] * 1e3, r["attnlib_over_hf"], r["eager_over_sdpa"],
+                     r["gflops"]["attnlib"], frac.get("attnlib"), frac.get("hf_sdpa")])
+    return _md_table(["shape", "T", "HF sdpa ms", "attnlib / HF sdpa", "HF eager / HF sdpa", "attnlib GFLOP/s",
+                      "attnlib of matmul peak", "HF of matmul peak"], rows)
+
+
+def _profile_lines(runs: list[dict], label, who: tuple[str, str]) -> str:
+    out = []
+    for r in runs:
+        if not r.get("profile"):
+            continue
+        for w in who:
+            ops = ", ".join(f"`{p['op']}` {p['share']:.0%} ({p['calls']} calls)" for p in r["profile"][w][:5])
+            out.append(f"- {label(r)}, {w}: {ops}")
+    return "\n".join(out) + "\n"
+
+
+def render_profile(doc: dict) -> str:
+    return _profile_lines(doc["benchmarks"]["models"]["runs"], lambda r: f"{r['shape']} T={r['T']}", ("attnlib", "hf_sdpa"))
+
+
+def render_gen_profile(doc: dict) -> str:
+    return _profile_lines(doc["benchmarks"]["generation"]["runs"], lambda r: f"{r['shape']} {r['prompt']}+{r['new']}",
+                          ("attnlib_cache", "hf_cache"))
+
+
+def render_generation(doc: dict) -> str:
+    rows = []
+    for r in doc["benchmarks"]["generation"]["runs"]:
+        t = r["tokens_per_s"]
+        rows.append([r["shape"], f"{r['prompt']}+{r['new']}", t["attnlib_no_cache"], t["attnlib_cache"], t["hf_cache"],
+                     r["cache_speedup"], r["attnlib_over_hf_tok_s"], r["last_over_first_window"], r["decode_gbs"],
+                     r["fraction_of_bandwidth"], f"{r['kv_cache']['nbytes']} = {r['kv_cache']['formula']}"])
+    return _md_table(["shape", "prompt+new", "no-cache tok/s", "KVCache tok/s", "HF tok/s", "cache speedup",
+                      "attnlib / HF tok/s", "last / first window", "decode GB/s", "of bandwidth",
+                      "KVCache.nbytes = formula"], rows)
+
+
+RENDER = {"env": render_env, "targets": render_targets, "attention": render_attention, "models": render_models,
+          "profile": render_profile, "generation": render_generation,
+          "gen_profile": render_gen_profile}
+
+
+def render_page(page: str, doc: dict) -> str:
+    """``page`` with every generated block re-rendered from ``doc``."""
+    names = [m.group(2) for m in BLOCK.finditer(page)]
+    unknown = [n for n in names if n not in RENDER]
+    if unknown:
+        raise ValueError(f"unknown generated block(s) {unknown}; known: {list(RENDER)}")
+    return BLOCK.sub(lambda m: m.group(1) + "\n" + RENDER[m.group(2)](doc) + "\n" + m.group(4), page)
+
+
+def main(argv: list[str]) -> int:
+    src = Path(argv[0]) if argv else DEFAULT_JSON
+    page_path = Path(argv[1]) if len(argv) > 1 else DEFAULT_PAGE
+    doc = json.loads(src.read_text())
+    page_path.write_text(render_page(page_path.read_text(), doc))
+    print(f"updated {page_path} from {src}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
