@@ -1,0 +1,30 @@
+# The two commands (README.md):
+#   make book   install everything, then build the book into _build/html
+#   make test   install what is missing, then run every test (scripts/run_tests.py lists the steps)
+PYTHON ?= python3
+export PYTHON
+
+.PHONY: book test setup setup-test assets notebooks clean
+
+book: setup
+	$(PYTHON) scripts/build_book.py
+
+test: setup-test
+	$(PYTHON) scripts/run_tests.py
+
+setup:
+	bash scripts/setup
+
+setup-test:
+	bash scripts/setup --browser
+
+# local copies of MathJax 3 and the ipywidgets html-manager (pinned; see scripts/vendor_assets.py)
+assets:
+	$(PYTHON) scripts/vendor_assets.py
+
+# re-execute every chapter in a fresh kernel, storing outputs and widget state
+notebooks:
+	$(PYTHON) scripts/execute_notebooks.py
+
+clean:
+	rm -rf _build artifacts
