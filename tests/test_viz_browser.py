@@ -265,6 +265,18 @@ def test_inserted_like_jupyterlab(driver, tmp_path):
     r = driver.find_element(By.CSS_SELECTOR, "#host div.attnlib-explorer")
     assert r.get_attribute("data-state") == "example=0;head=0;row=-1"
     assert values(r) == expected(S[0][0].numpy())
+    # JupyterLab handles shortcuts on document (bubbling) and preventDefault()s keys it binds
+    # (ArrowLeft/Right collapse headings, Enter edits a cell): the explorer must keep its keys.
+    driver.execute_script(
+        """window.__seen = []; document.addEventListener('keydown', e => {
+             window.__seen.push(e.key); if (!e.ctrlKey) e.preventDefault(); });""")
+    r.find_element(By.CSS_SELECTOR, "input[type=range]").send_keys(Keys.ARROW_RIGHT)
+    assert r.get_attribute("data-state") == "example=0;head=1;row=-1"
+    labels = r.find_elements(By.CSS_SELECTOR, ".attnlib-rowlabel")
+    driver.execute_script("arguments[0].focus()", labels[1])
+    ActionChains(driver).send_keys(Keys.ENTER).perform()
+    assert r.get_attribute("data-state") == "example=0;head=1;row=1"
+    assert driver.execute_script("return window.__seen") == []
     assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []
 
 

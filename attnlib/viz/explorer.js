@@ -337,7 +337,12 @@
       });
     }
 
-    root.addEventListener("keydown", function (e) { if (e.key === "Escape" && e.target.tagName !== "svg") selectRow(-1); });
+    root.addEventListener("keydown", function (e) {
+      if (e.key === "Escape" && e.target.tagName !== "svg") selectRow(-1);
+      /* keys typed in the explorer are its own: JupyterLab listens on document (bubbling) and would
+         otherwise also act on them (arrows move between cells, Enter edits, "a"/"b"/"d d" edit cells) */
+      if (!(e.ctrlKey || e.metaKey || e.altKey || (e.shiftKey && e.key === "Enter"))) e.stopPropagation();
+    });
     build();
   }
 
