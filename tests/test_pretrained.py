@@ -273,3 +273,16 @@ def test_encoder_from_hf_rejects_unsupported():
         attnlib.Encoder.from_hf(_small_bert(position_embedding_type="relative_key"))
     with pytest.raises(TypeError, match="BertModel"):
         attnlib.Encoder.from_hf(_small_gpt2())
+
+
+@torch.no_grad()
+def test_minilm_runs_in_bfloat16(minilm):
+    import copy
+
+    enc, tok = minilm
+    ref = attnlib.sentence_embeddings(enc, tok, SENTENCES)
+    half = copy.deepcopy(enc).to(torch.bfloat16)
+    low = attnlib.sentence_embeddings(half, tok, SENTENCES)
+    assert low.dtype == torch.bfloat16
+    cosine = (low.float() * ref).sum(-1)  # both unit length
+    assert float(cosine.min()) > 0.99, cosine
