@@ -22,7 +22,7 @@ import torch
 
 import attnlib
 
-from .harness import Settings, Target, compare, fmt_table, synchronize
+from .harness import Settings, Target, compare, cpu_stall_us, fmt_table, synchronize
 from .models import build_pair, top_ops
 
 RUNS = {
@@ -100,9 +100,22 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
             res = compare(variants, settings, baseline="attnlib_cache")
             profile = None if settings.is_cuda else {
                 "attnlib_cache": top_ops(variants["attnlib_cache"]), "hf_cache": top_ops(variants["hf_cache"])}
-            step_runs = [decode_steps(gpt, prompt, new, settings.device) for _ in range(max(3, settings.rounds // 2))]
-        steps = [statistics.median(col) for col in zip(*(r[1] for r in step_runs))]  # per-step median
-        prefill_s = statistics.median(r[0] for r in step_runs)
+            step_runs, run_stalls = [], []
+            for _ in range(max(3, settings.rounds // 2)):  # same stall filter as compare()
+                s0, t0 = cpu_stall_us(), time.perf_counter()
+                step_runs.append(decode_steps(gpt, prompt, new, settings.device))
+                s1, wall = cpu_stall_us(), time.perf_counter() - t0
+                run_stalls.append(None if s0 is None or s1 is None else (s1 - s0) / 1e6 / wall)
+        order = sorted(range(len(step_runs)), key=lambda i: run_stalls[i] or 0.0)
+        kept = [i for i in order if run_stalls[i] is None or run_stalls[i] <= settings.max_stall]
+        if len(kept) < min(settings.min_clean, len(order)):
+            kept = order[: min(settings.min_clean, len(order))]
+        window = max(2, new // 8)
+        # flatness per run (last window / first window of the same run), then the median over runs
+        flat = statistics.median(statistics.median(step_runs[i][1][-window:]) / statistics.median(step_runs[i][1][:window])
+                                 for i in kept)
+        steps = [statistics.median(col) for col in zip(*(step_runs[i][1] for i in kept))]  # per-step median
+        prefill_s = statistics.median(step_runs[i][0] for i in kept)
         _, _, ids, cache = step_runs[-1]
         if not torch.equal(ids, outs["attnlib_cache"]):
             raise AssertionError("the hand decode loop and gpt.generate(use_cache=True) chose different tokens")
@@ -110,9 +123,7 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
         expect_nbytes = 2 * cfg.n_layers * 1 * cache.seq_len * cfg.d_model * elem
         assert cache.seq_len == prompt_len + new, (cache.seq_len, prompt_len, new)
         assert cache.nbytes == expect_nbytes, f"KVCache.nbytes={cache.nbytes} != formula {expect_nbytes}"
-        window = max(2, new // 8)
         decode = steps
-        flat = statistics.median(decode[-window:]) / statistics.median(decode[:window])
         tok_s = {n: new / t for n, t in res["median_s"].items()}
         wbytes = weight_bytes_per_token(gpt, cfg)
         decode_tok_s = 1.0 / statistics.median(decode)
@@ -123,7 +134,8 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
             "timing": res, "tokens_per_s": tok_s, "agreement_with_attnlib_cache": agree,
             "cache_speedup": res["ratio"]["attnlib_no_cache"],
             "attnlib_over_hf_tok_s": res["ratio"]["hf_cache"],
-            "prefill_s": prefill_s, "step_s": steps, "window": window, "last_over_first_window": flat,
+            "prefill_s": prefill_s, "step_s": steps, "window": window,
+            "step_run_stalls": run_stalls, "step_runs_kept": len(kept), "last_over_first_window": flat,
             "kv_cache": {"seq_len": cache.seq_len, "nbytes": cache.nbytes, "formula": expect_nbytes},
             "profile": profile, "weight_bytes_per_token": wbytes, "decode_tok_s": decode_tok_s,
             "decode_gbs": wbytes * decode_tok_s / 1e9,
@@ -138,12 +150,14 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
         tag = f"generate {r['shape']} +{r['new']}"
         if r["shape"] == "gpt2-small":
             targets.append(Target(f"{tag}: cache speedup", r["cache_speedup"], ">=", 8.0,
-                                  "target stated for 256 new tokens" if r["new"] < 256 else ""))
+                                  "target stated for 256 new tokens (--full)" if r["new"] < 256 else ""))
         if r["shape"] in ("tiny", "smoke"):
             targets.append(Target(f"{tag}: attnlib tok/s / HF tok/s", r["attnlib_over_hf_tok_s"], ">=", 2.0,
                                   "Python overhead per step dominates a tiny model"))
         targets.append(Target(f"{tag}: per-token cost last/first window", r["last_over_first_window"], "<=", 1.2))
-        targets.append(Target(f"{tag}: decode weight reads / in-run bandwidth", r["fraction_of_bandwidth"], ">=", 0.8))
+        if r["shape"] == "gpt2-small":  # tiny weights sit in the CPU caches: not a bandwidth test
+            targets.append(Target(f"{tag}: decode weight reads / in-run bandwidth", r["fraction_of_bandwidth"], ">=",
+                                  0.8, "weights read once per token vs the copy/read figure"))
     return {"runs": rows, "targets": [t.to_dict() for t in targets]}
 
 

@@ -145,7 +145,7 @@ def train_step(settings: Settings, *, log=print) -> dict:  # pragma: no cover - 
 
         def step() -> None:
             with torch.autocast("cuda", dtype=torch.bfloat16):
-                loss = model(ids[:, :-1], targets=ids[:, 1:]).loss
+                loss = model(ids[:, :-1], targets=ids[:, 1:].contiguous()).loss
             loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
