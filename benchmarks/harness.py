@@ -2,8 +2,8 @@
 
 Timings on a shared machine are noisy, so no single absolute time is trusted. Each comparison:
 
-1. fixes the thread count (``torch.set_num_threads``) and runs every variant a few times to warm up
-   (allocator, lazy init, caches);
+1. fixes the thread count (``torch.set_num_threads``) and runs every variant up to ``warmup`` times
+   (fewer when one call already takes longer than two blocks) to warm up allocator, lazy init, caches;
 2. calibrates how many calls make one timing block last about ``block_s`` seconds;
 3. runs ``rounds`` rounds; in each round every variant runs one block, in an order that rotates
    from round to round (A B C, B C A, ...), so slow drifts hit all variants alike;
@@ -128,8 +128,11 @@ def compare(variants: dict[str, Callable[[], object]], settings: Settings, *, ba
     torch.set_num_threads(settings.threads)
     calls: dict[str, int] = {}
     for name, fn in variants.items():
-        for _ in range(settings.warmup):
+        t0 = time.perf_counter()
+        for _ in range(settings.warmup):  # an expensive call warms up in one go: stop after ~2 blocks
             fn()
+            if time.perf_counter() - t0 > 2 * settings.block_s:
+                break
         one, _ = _block(fn, 1, settings.device)
         calls[name] = max(1, min(1000, int(settings.block_s / max(one, 1e-9))))
     rounds = []

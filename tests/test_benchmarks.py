@@ -87,6 +87,23 @@ def test_cli_smoke_writes_schema_and_plots(tmp_path: Path) -> None:
         assert (tmp_path / f"smoke_cpu_{name}.png").stat().st_size > 10_000
 
 
+def test_compare_ratio_is_the_median_of_paired_round_ratios(monkeypatch: pytest.MonkeyPatch) -> None:
+    # scripted block times: per round, a and b; round 1 is slow for both (a load spike)
+    script = {"a": [1e-3, 1.0, 10.0, 3.0], "b": [1e-3, 2.0, 10.0, 1.5]}  # first entry: calibration
+
+    def a() -> None: ...
+
+    def b() -> None: ...
+
+    names = {a: "a", b: "b"}
+    monkeypatch.setattr(harness, "_block", lambda fn, n, device: (script[names[fn]].pop(0), 0.0))
+    res = harness.compare({"a": a, "b": b}, harness.Settings(mode="smoke", warmup=0, rounds=3))
+    # per-round ratios 2, 1, 0.5 -> median 1; the ratio of the medians (2 / 3) would be wrong
+    assert res["ratio"]["b"] == pytest.approx(1.0)
+    assert res["median_s"] == {"a": 3.0, "b": 2.0}
+    assert all(rd["kept"] for rd in res["rounds"]) and not res["noisy"]
+
+
 def test_compare_discards_stalled_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
     # fake PSI counter: both blocks of round 1 (of rounds 0..3) see a 1-second stall.
     # compare() reads the counter before and after each block: 2 calibration blocks, then 2 per round.
