@@ -26,6 +26,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 HTML = ROOT / "_build" / "html"
 STAMP_NAME = ".attnlib-build.json"
+# the jupyter-book CLI of *this* Python (not whichever `jupyter-book` is first on PATH)
+JUPYTER_BOOK = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()"]
 TOOLS = ("jupyter-book", "myst-nb", "sphinx", "sphinx-book-theme", "ipywidgets")
 
 
@@ -92,10 +94,10 @@ def build(toc: Path | None = None, force: bool = False, quiet: bool = False) -> 
     # from scratch: no pages left over from an earlier table of contents, no stale environment
     for old in (HTML, ROOT / "_build" / ".doctrees", ROOT / "_build" / "jupyter_execute"):
         shutil.rmtree(old, ignore_errors=True)
-    cmd = ["jupyter-book", "build", str(ROOT), "--all", "-W", "--keep-going", "--toc", str(toc_path)]
+    cmd = [*JUPYTER_BOOK, "build", str(ROOT), "--all", "-W", "--keep-going", "--toc", str(toc_path)]
     if quiet:
         cmd.append("--quiet")
-    print("book:", " ".join(cmd), flush=True)
+    print("book: jupyter-book", " ".join(cmd[3:]), flush=True)
     rc = subprocess.run(cmd, cwd=ROOT).returncode
     if rc == 0:
         stamp.write_text(json.dumps({"inputs": digest, "toc": str(toc_path)}))

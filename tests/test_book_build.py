@@ -86,7 +86,7 @@ def _tiny_book(tmp_path: Path, outputs: list[dict]) -> Path:
 
 
 def _build(book: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(["jupyter-book", "build", str(book), "--all", "-W", "--keep-going"],
+    return subprocess.run([*build_book.JUPYTER_BOOK, "build", str(book), "--all", "-W", "--keep-going"],
                           cwd=book, capture_output=True, text=True, timeout=600)
 
 
