@@ -101,3 +101,20 @@ def test_a_stored_error_output_fails_the_build(tmp_path):
     fine = {"output_type": "stream", "name": "stdout", "text": "ok\n"}
     good = _build(_tiny_book(tmp_path / "good", [fine]))
     assert good.returncode == 0, (good.stdout + good.stderr)[-3000:]
+
+
+def test_launch_buttons_use_the_one_repository_url(html_dir):
+    """Colab and Binder buttons of every chapter point at _config.yml's repository and branch."""
+    import yaml
+
+    repo = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
+    slug = repo["url"].removeprefix("https://github.com/")
+    chapters = [d for d in build_book.toc_docnames(TOC) if d.startswith("notebooks/")]
+    assert chapters
+    for doc in chapters:
+        text = (html_dir / f"{doc}.html").read_text(encoding="utf-8")
+        colab = f"https://colab.research.google.com/github/{slug}/blob/{repo['branch']}/{doc}.ipynb"
+        assert colab in text, f"{doc}: no Colab button for {colab}"
+        assert f"mybinder.org/v2/gh/{slug}/{repo['branch']}?urlpath=lab/tree/{doc}.ipynb" in text, \
+            f"{doc}: no JupyterLab (Binder) button"
+        assert f"_sources/{doc}.ipynb" in text, f"{doc}: no .ipynb download button"
