@@ -74,8 +74,9 @@ def forward_flops(cfg, B: int, T: int) -> int:
     return 2 * matmul_params(cfg) * B * T + 4 * cfg.n_layers * B * T * T * cfg.d_model
 
 
-def top_ops(fn, n: int = 8) -> list[dict]:
-    """Where the time goes: the ``n`` aten ops with the most self CPU time in one call."""
+def top_ops(fn, n: int = 8) -> dict:
+    """Where the time goes in one call: the ``n`` aten ops with the most self CPU time, and the
+    total number of aten op calls (a count that, unlike time, does not depend on the load)."""
     from torch.profiler import ProfilerActivity, profile
 
     fn()
@@ -83,8 +84,9 @@ def top_ops(fn, n: int = 8) -> list[dict]:
         fn()
     avgs = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
     total = sum(e.self_cpu_time_total for e in avgs) or 1
-    return [{"op": e.key, "self_ms": e.self_cpu_time_total / 1e3, "share": e.self_cpu_time_total / total,
-             "calls": e.count} for e in avgs[:n]]
+    top = [{"op": e.key, "self_ms": e.self_cpu_time_total / 1e3, "share": e.self_cpu_time_total / total,
+            "calls": e.count} for e in avgs[:n]]
+    return {"top": top, "aten_calls": sum(e.count for e in avgs if e.key.startswith("aten::"))}
 
 
 def run(settings: Settings, *, calibration: dict | None = None, log=print) -> dict:

@@ -102,8 +102,11 @@ def _profile_lines(runs: list[dict], label, who: tuple[str, str]) -> str:
         if not r.get("profile"):
             continue
         for w in who:
-            ops = ", ".join(f"`{p['op']}` {p['share']:.0%} ({p['calls']} calls)" for p in r["profile"][w][:5])
-            out.append(f"- {label(r)}, {w}: {ops}")
+            prof = r["profile"][w]
+            ops = ", ".join(f"`{p['op']}` {p['share']:.0%} ({p['calls']} calls)" for p in prof["top"][:5])
+            per = f"{prof['aten_calls'] / r['new']:.0f} aten calls per new token" if "new" in r else \
+                f"{prof['aten_calls']} aten calls"
+            out.append(f"- {label(r)}, {w} ({per}): {ops}")
     return "\n".join(out) + "\n"
 
 

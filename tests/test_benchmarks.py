@@ -69,6 +69,8 @@ def check_document(doc: dict, benchmarks: set[str]) -> None:
             check_comparison(run["timing"], {"hf_sdpa", "attnlib", "hf_eager"})
             assert run["attnlib_over_hf"] == run["timing"]["ratio"]["attnlib"]
             assert run["gflops"]["attnlib"] == pytest.approx(run["flops"] / run["timing"]["median_s"]["attnlib"] / 1e9)
+            if doc["env"]["device"] == "cpu":  # where the time goes, for the page
+                assert run["profile"]["attnlib"]["top"] and run["profile"]["attnlib"]["aten_calls"] > 0
     if "generation" in benchmarks:
         for run in doc["benchmarks"]["generation"]["runs"]:
             check_comparison(run["timing"], {"attnlib_cache", "attnlib_no_cache", "hf_cache"})
@@ -195,3 +197,18 @@ def test_stored_quick_results_and_book_page_agree() -> None:
     for t in doc["targets"]:  # and every target appears with its verdict
         assert t["name"] in page, t["name"]
     assert not any(isinstance(t["value"], float) and math.isnan(t["value"]) for t in doc["targets"])
+
+
+@pytest.mark.gpu
+def test_cli_smoke_on_cuda(tmp_path: Path) -> None:
+    """The GPU path: bf16, a fused SDPA kernel (not the math fallback), a train step with MFU."""
+    out = tmp_path / "smoke_cuda.json"
+    assert main(["--smoke", "--device", "cuda", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["settings"]["dtype"] == "bfloat16"
+    check_document(doc, {"attention", "models", "generation"})
+    for row in doc["benchmarks"]["attention"]["sizes"]:
+        kernels = " ".join(row["memory"]["attnlib_sdpa"]["sdpa_kernels"])
+        assert any(k in kernels for k in ("flash", "efficient", "cudnn")) and "math" not in kernels, kernels
+    step = doc["benchmarks"]["models"]["train_step"]
+    assert step["eager"]["tflops"] > 0 and step["compiled"]["tflops"] > 0
