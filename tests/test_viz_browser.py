@@ -323,9 +323,11 @@ def test_one_and_four_byte_payloads_decode_in_the_browser(driver, tmp_path):
     ex8 = viz.explorer(small, list("abcd"), dims=("head",), digits=1)
     ex32 = viz.explorer(wide, list("abcd"), dims=("head",), diverging=True, value_name="score")
     assert (ex8.payload["examples"][0]["bytes"], ex32.payload["examples"][0]["bytes"]) == (1, 4)
+    signed = viz.explorer(wide[1] / 1000, list("abcd"), value_name="score")  # not diverging, vmin < 0
     path = tmp_path / "bytes.html"
     path.write_text(f"<!DOCTYPE html><html><body><div id='u8'>{ex8._repr_html_()}</div>"
-                    f"<div id='u32'>{ex32._repr_html_()}</div></body></html>", encoding="utf-8")
+                    f"<div id='u32'>{ex32._repr_html_()}</div><div id='signed'>{signed._repr_html_()}</div>"
+                    "</body></html>", encoding="utf-8")
     driver.get_log("browser")
     driver.get(path.as_uri())
     for where, x, digits in (("u8", small, 1), ("u32", wide, 3)):
@@ -333,4 +335,16 @@ def test_one_and_four_byte_payloads_decode_in_the_browser(driver, tmp_path):
         assert values(r) == expected(x[0].numpy(), digits)
         r.find_element(By.CSS_SELECTOR, "input[type=range]").send_keys(Keys.ARROW_RIGHT)
         assert values(r) == expected(x[1].numpy(), digits)
+    # bar lengths: position in [vmin, vmax]; on a diverging scale |v| / max|v|
+    for where, ex, row, diverging in (("u8", ex8, small[1, 2], False), ("signed", signed, wide[1, 2] / 1000, False),
+                                      ("u32", ex32, wide[1, 2], True)):
+        r = root(driver, where)
+        driver.execute_script("arguments[0].scrollIntoView()", r)
+        r.find_elements(By.CSS_SELECTOR, ".attnlib-rowlabel")[2].click()
+        widths = driver.execute_script(
+            "return Array.from(arguments[0].querySelectorAll('.attnlib-bar-fill'), b => parseFloat(b.style.width))", r)
+        lo, hi, d = ex.payload["vmin"], ex.payload["vmax"], ex.payload["digits"]
+        v = np.round(row.double().numpy() * 10 ** d) / 10 ** d
+        want = np.abs(v) / max(-lo, hi) if diverging else (v - lo) / (hi - lo)
+        np.testing.assert_allclose(widths, 100 * np.clip(want, 0, 1), atol=0.051)
     assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []

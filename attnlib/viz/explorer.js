@@ -113,7 +113,6 @@
     clear.type = "button";
     clear.title = "Clear the highlighted query row (Esc)";
     clear.addEventListener("click", function () { selectRow(-1); });
-    if (!controls.firstChild) controls.style.display = "none";
 
     var body = div("attnlib-body", root);
     var figure = div("attnlib-figure", body);
@@ -125,6 +124,7 @@
 
     function build() {
       var ex = P.examples[state.ex], tq = ex.rows.length, tk = ex.cols.length;
+      hideTip(); /* its cell index belonged to the previous example's grid */
       figure.textContent = "";
       var cell = Math.max(8, Math.min(34, Math.floor(440 / Math.max(tq, tk))));
       var rowStep = Math.max(1, Math.ceil(13 / cell)), colStep = rowStep;
@@ -261,7 +261,8 @@
         if (kind === -1 || kind === 2) div("attnlib-bar-masked", track);
         else {
           var f = div("attnlib-bar-fill", track);
-          var frac = kind === 1 ? 1 : Math.min(1, Math.abs(v) / (P.diverging ? m : span) + (P.diverging ? 0 : -P.vmin / span));
+          /* bar length: |v| on a diverging scale (colour gives the sign), else position in [vmin, vmax] */
+          var frac = kind === 1 ? 1 : Math.min(1, P.diverging ? Math.abs(v) / m : (v - P.vmin) / span);
           f.style.width = (100 * Math.max(0, frac)).toFixed(1) + "%";
           f.style.background = palette[kind === 1 ? 255 : colourIndex(v)];
         }
