@@ -20,6 +20,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def execute(path: Path, timeout: int = 600) -> float:
     nb = nbformat.read(path, as_version=4)
+    # Start clean: nbclient only writes metadata.widgets when the run creates widgets, so a chapter
+    # that dropped its last widget would keep the old state; and no output may survive a re-run.
+    nb.metadata.pop("widgets", None)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
     start = time.perf_counter()
     client = NotebookClient(
         nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}},
