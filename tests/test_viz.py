@@ -312,3 +312,12 @@ def test_explorer_picks_the_narrowest_integer_width():
     np.testing.assert_allclose(viz.decode_payload(ex.payload), wide.double().numpy(), atol=5e-4 + 1e-9)
     with pytest.raises(ValueError, match=r"needs more than 32 bits.*fewer digits"):
         viz.explorer(torch.tensor([[0.0, 1e7]]), ["q"], ["a", "b"], digits=3)
+
+
+def test_explorer_save_writes_a_standalone_page(tmp_path):
+    ex = viz.explorer(softmax_weights(2, 3, 3), list("abc"), title="t <1>")
+    path = tmp_path / "ex.html"
+    ex.save(path)
+    page = path.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and ex._repr_html_() in page
+    assert "<title>t &lt;1&gt;</title>" in page
