@@ -3,6 +3,9 @@
 #   make test   install what is missing, then run every test (scripts/run_tests.py lists the steps)
 PYTHON ?= python3
 export PYTHON
+# Every command below (and every notebook kernel it starts) imports attnlib from this checkout,
+# whatever checkout an editable install elsewhere points at.
+export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 .PHONY: book test setup setup-test assets notebooks clean
 
