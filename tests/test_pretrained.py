@@ -286,3 +286,13 @@ def test_minilm_runs_in_bfloat16(minilm):
     assert low.dtype == torch.bfloat16
     cosine = (low.float() * ref).sum(-1)  # both unit length
     assert float(cosine.min()) > 0.99, cosine
+
+
+def test_conversion_refuses_leftover_or_missing_parameters():
+    sd = dict(_small_bert().state_dict())
+    sd["encoder.layer.0.attention.self.extra.weight"] = torch.zeros(3)
+    with pytest.raises(ValueError, match="no place for.*extra"):
+        pretrained._bert_state(sd, n_layers=2)
+    sd = dict(_small_bert().state_dict())
+    with pytest.raises(KeyError, match="encoder.layer.2"):  # a checkpoint with fewer layers than the config
+        pretrained._bert_state(sd, n_layers=3)
