@@ -128,10 +128,13 @@ def test_sections_checks_exercises_and_summary(path):
 
     exercise_text = "\n".join(src(c) for c in cells[ex:summary] if c["cell_type"] == "markdown")
     n_exercises = len(re.findall(r"(?:\*\*|#{3,4}\s*)Exercise\b", exercise_text))
-    solutions = [c for c in cells[ex:summary] if c["cell_type"] == "code" and "hide-input" in tags(c)]
+    # Solutions are hidden whole (input AND output): 'hide-input' would leave the printed answer showing.
+    solutions = [c for c in cells[ex:summary] if c["cell_type"] == "code" and "hide-cell" in tags(c)]
+    shown = [c for c in cells[ex:summary] if c["cell_type"] == "code" and "hide-input" in tags(c) and c.get("outputs")]
+    assert not shown, "exercise cells tagged 'hide-input' show their output (the answer): tag them 'hide-cell'"
     assert n_exercises >= 1, "the Exercises section has no '**Exercise ...**' (or '### Exercise')"
     assert len(solutions) >= n_exercises, (
-        f"{n_exercises} exercises but {len(solutions)} solution cells tagged 'hide-input'")
+        f"{n_exercises} exercises but {len(solutions)} solution cells tagged 'hide-cell'")
     for c in solutions:
         code = [line for line in src(c).splitlines() if line.strip() and not line.lstrip().startswith("#")]
         last = code[-1].lstrip() if code else ""
