@@ -10,7 +10,7 @@ Per model shape: a 32-token prompt, then ``new`` greedy tokens (temperature 0), 
 * attnlib tokens/s over HF ``generate`` tokens/s (cached both);
 * bandwidth: each decode step reads every weight once (the LM head reads the whole embedding
   matrix; the position table only one row), so weight bytes x tokens/s is the bandwidth that
-  decoding achieves; compared with the in-run memory-bandwidth figure;
+  decoding achieves; compared with a memory-bandwidth figure measured right before the decode runs;
 * ``KVCache.nbytes`` is checked against 2 x n_layers x B x seq_len x d_model x element size.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ import torch
 
 import attnlib
 
-from .harness import Settings, Target, compare, cpu_stall_us, fmt_table, synchronize
+from .harness import Settings, Target, compare, cpu_stall_us, fmt_table, memory_bandwidth, synchronize
 from .models import build_pair, top_ops
 
 RUNS = {
@@ -100,6 +100,7 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
             res = compare(variants, settings, baseline="attnlib_cache")
             profile = None if settings.is_cuda else {
                 "attnlib_cache": top_ops(variants["attnlib_cache"]), "hf_cache": top_ops(variants["hf_cache"])}
+            bw = memory_bandwidth(settings)["gbs"]  # measured next to the decode runs, same load
             step_runs, run_stalls = [], []
             for _ in range(max(3, settings.rounds // 2)):  # same stall filter as compare()
                 s0, t0 = cpu_stall_us(), time.perf_counter()
@@ -127,7 +128,6 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
         tok_s = {n: new / t for n, t in res["median_s"].items()}
         wbytes = weight_bytes_per_token(gpt, cfg)
         decode_tok_s = 1.0 / statistics.median(decode)
-        bw = calibration["bandwidth"]["gbs"] if calibration else None
         rows.append({
             "shape": shape, "prompt": prompt_len, "new": new, "config": {k: getattr(cfg, k) for k in
                                                                             ("vocab_size", "d_model", "n_heads", "n_layers")},
@@ -139,7 +139,7 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
             "kv_cache": {"seq_len": cache.seq_len, "nbytes": cache.nbytes, "formula": expect_nbytes},
             "profile": profile, "weight_bytes_per_token": wbytes, "decode_tok_s": decode_tok_s,
             "decode_gbs": wbytes * decode_tok_s / 1e9,
-            "fraction_of_bandwidth": wbytes * decode_tok_s / 1e9 / bw if bw else None,
+            "bandwidth_gbs": bw, "fraction_of_bandwidth": wbytes * decode_tok_s / 1e9 / bw,
         })
         log(f"  generate {shape} +{new}: cache speedup {rows[-1]['cache_speedup']:.2f}x, attnlib/HF tok/s "
             f"{rows[-1]['attnlib_over_hf_tok_s']:.2f}x, last/first window {flat:.2f}, decode "

@@ -5,7 +5,8 @@ initialised at random, then attnlib's GPT is loaded from it (``GPT.from_hf``), a
 are checked equal before anything is timed. HF runs with ``attn_implementation="sdpa"`` (the
 baseline) and ``"eager"`` (its explicit softmax path).
 
-Throughput is reported as GFLOP/s and as a fraction of the in-run matmul figure. FLOPs of one
+Throughput is reported as GFLOP/s and as a fraction of a matmul rate measured right before each
+model (so both see the same machine load). FLOPs of one
 forward of B x T tokens: 2 x (matmul weights) x B x T for the linear layers and the LM head, plus
 4 x L x B x T^2 x C for QK^T and AV (dense count: a causal kernel may skip the upper half).
 
@@ -21,7 +22,7 @@ import torch
 
 import attnlib
 
-from .harness import Settings, Target, compare, fmt_table
+from .harness import Settings, Target, compare, fmt_table, matmul_peak
 
 SHAPES = {
     "smoke": dict(vocab_size=128, d_model=32, n_heads=2, n_layers=2, max_len=64),
@@ -91,9 +92,9 @@ def top_ops(fn, n: int = 8) -> dict:
 
 def run(settings: Settings, *, calibration: dict | None = None, log=print) -> dict:
     """Time forward passes; return JSON-ready results and targets."""
-    peak = calibration["matmul"]["gflops"] if calibration else None
     rows = []
     for shape, T in RUNS[settings.mode]:
+        peak = matmul_peak(settings)["gflops"]  # measured next to the model, under the same load
         gpt, hf, cfg = build_pair(shape, settings)
         hf_eager = eager_copy(hf)
         g = torch.Generator().manual_seed(settings.seed)
@@ -117,7 +118,7 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
         rows.append({
             "shape": shape, "T": T, "B": 1, "config": SHAPES[shape], "flops": flops, "timing": res,
             "attnlib_over_hf": res["ratio"]["attnlib"], "eager_over_sdpa": res["ratio"]["hf_eager"],
-            "gflops": gflops, "fraction_of_matmul_peak": {n: v / peak for n, v in gflops.items()} if peak else None,
+            "gflops": gflops, "matmul_gflops": peak, "fraction_of_matmul_peak": {n: v / peak for n, v in gflops.items()},
             "profile": profile,
         })
         log(f"  forward {shape} T={T}: attnlib/HF-sdpa {res['ratio']['attnlib']:.3f}x, HF eager/sdpa "

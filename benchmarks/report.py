@@ -91,9 +91,9 @@ def render_models(doc: dict) -> str:
     for r in doc["benchmarks"]["models"]["runs"]:
         m, frac = r["timing"]["median_s"], r["fraction_of_matmul_peak"] or {}
         rows.append([r["shape"], r["T"], m["hf_sdpa"] * 1e3, r["attnlib_over_hf"], r["eager_over_sdpa"],
-                     r["gflops"]["attnlib"], frac.get("attnlib"), frac.get("hf_sdpa")])
+                     r["gflops"]["attnlib"], r.get("matmul_gflops"), frac.get("attnlib"), frac.get("hf_sdpa")])
     return _md_table(["shape", "T", "HF sdpa ms", "attnlib / HF sdpa", "HF eager / HF sdpa", "attnlib GFLOP/s",
-                      "attnlib of matmul peak", "HF of matmul peak"], rows)
+                      "matmul GFLOP/s", "attnlib of matmul", "HF of matmul"], rows)
 
 
 def _profile_lines(runs: list[dict], label, who: tuple[str, str]) -> str:
@@ -125,9 +125,10 @@ def render_generation(doc: dict) -> str:
         t = r["tokens_per_s"]
         rows.append([r["shape"], f"{r['prompt']}+{r['new']}", t["attnlib_no_cache"], t["attnlib_cache"], t["hf_cache"],
                      r["cache_speedup"], r["attnlib_over_hf_tok_s"], r["last_over_first_window"], r["decode_gbs"],
-                     r["fraction_of_bandwidth"], f"{r['kv_cache']['nbytes']} = {r['kv_cache']['formula']}"])
+                     r.get("bandwidth_gbs"), r["fraction_of_bandwidth"],
+                     f"{r['kv_cache']['nbytes']} = {r['kv_cache']['formula']}"])
     return _md_table(["shape", "prompt+new", "no-cache tok/s", "KVCache tok/s", "HF tok/s", "cache speedup",
-                      "attnlib / HF tok/s", "last / first window", "decode GB/s", "of bandwidth",
+                      "attnlib / HF tok/s", "last / first window", "decode GB/s", "copy/read GB/s", "of bandwidth",
                       "KVCache.nbytes = formula"], rows)
 
 

@@ -64,6 +64,12 @@ def check_document(doc: dict, benchmarks: set[str]) -> None:
             # the memory claim the book makes: math holds >= 2 (B,H,T,T) tensors, sdpa not one
             assert row["memory"]["attnlib_math"]["peak_bytes"] >= 2 * row["tt_bytes"]
             assert row["memory"]["attnlib_sdpa"]["peak_bytes"] < row["tt_bytes"] or row["T"] < 128
+        # ... and the growth the page describes: math quadratic in T, sdpa linear
+        first, last = att["sizes"][0], att["sizes"][-1]
+        grow = last["T"] / first["T"]
+        peak = lambda row, k: row["memory"][k]["peak_bytes"]  # noqa: E731
+        assert peak(last, "attnlib_math") / peak(first, "attnlib_math") >= 0.5 * grow**2
+        assert peak(last, "attnlib_sdpa") / peak(first, "attnlib_sdpa") <= 1.5 * grow
     if "models" in benchmarks:
         for run in doc["benchmarks"]["models"]["runs"]:
             check_comparison(run["timing"], {"hf_sdpa", "attnlib", "hf_eager"})
