@@ -65,7 +65,8 @@ def report(doc: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description="attnlib speed and memory benchmarks: "
+                                "tables of medians and ratios, a JSON file, optional PNG plots.")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_const", const="quick", dest="mode", help="a few minutes on 2 cores")
     mode.add_argument("--full", action="store_const", const="full", dest="mode", help="all sizes, more rounds")

@@ -4,25 +4,28 @@ Per model shape: a 32-token prompt, then ``new`` greedy tokens (temperature 0), 
 
 * cache speedup: time without a cache / time with it (no cache re-runs the whole prefix for every
   new token: quadratic work; the cache makes each step one token's worth);
-* per-token cost: one decode step at a time is timed in a hand loop (the same calls ``generate``
-  makes); the median step of the last window over the median step of the first window should be
-  about 1 (the cache grows, but reading the weights dominates);
+* per-token cost: one decode step with the cache holding as many tokens as in the middle of the
+  first window of new tokens, against one with the cache as long as in the middle of the last
+  window, timed in interleaved rounds (paired ratio; should be about 1: the cache grows, but
+  reading the weights dominates). A hand loop also times every step of a real decode for the plot;
 * attnlib tokens/s over HF ``generate`` tokens/s (cached both);
 * bandwidth: each decode step reads every weight once (the LM head reads the whole embedding
-  matrix; the position table only one row), so weight bytes x tokens/s is the bandwidth that
-  decoding achieves; compared with a memory-bandwidth figure measured right before the decode runs;
+  matrix; the position table only one row), so weight bytes / step time is the bandwidth that
+  decoding achieves. It is compared, round by round, with a copy and a sum of a 64 MiB tensor
+  (larger than the last-level cache) timed in the same rounds;
 * ``KVCache.nbytes`` is checked against 2 x n_layers x B x seq_len x d_model x element size.
 """
 from __future__ import annotations
 
 import statistics
 import time
+from typing import Callable
 
 import torch
 
 import attnlib
 
-from .harness import Settings, Target, compare, cpu_stall_us, fmt_table, memory_bandwidth, synchronize
+from .harness import Settings, Target, compare, cpu_stall_us, fmt_table, synchronize
 from .models import build_pair, top_ops
 
 RUNS = {
@@ -54,6 +57,27 @@ def decode_steps(gpt: torch.nn.Module, prompt: torch.Tensor, new: int, device: s
         synchronize(device)
         times.append(time.perf_counter() - t0)
     return prefill, times, ids, cache
+
+
+def step_at(gpt: torch.nn.Module, length: int, vocab_size: int, device: str, seed: int) -> Callable[[], torch.Tensor]:
+    """A function that runs one cached decode step with ``length`` tokens already in the cache.
+
+    The step appends one token's keys/values; the function then cuts each layer back to
+    ``length`` (a view, no copy), so every call sees the same cache length and the next append
+    copies the cache exactly as a real decode step does."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocab_size, (1, length + 1), generator=g).to(device)
+    cache = attnlib.KVCache()
+    gpt(ids[:, :length], cache=cache)  # fill the cache
+    tok = ids[:, length:]              # (1, 1)
+
+    def step() -> torch.Tensor:
+        out = gpt(tok, cache=cache).logits[:, -1].argmax(dim=-1)
+        cache.keys = [k[:, :, :length] for k in cache.keys]  # (B, H, length, D)
+        cache.values = [v[:, :, :length] for v in cache.values]
+        return out
+
+    return step
 
 
 def weight_bytes_per_token(gpt: torch.nn.Module, cfg) -> int:
@@ -100,7 +124,19 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
             res = compare(variants, settings, baseline="attnlib_cache")
             profile = None if settings.is_cuda else {
                 "attnlib_cache": top_ops(variants["attnlib_cache"]), "hf_cache": top_ops(variants["hf_cache"])}
-            bw = memory_bandwidth(settings)["gbs"]  # measured next to the decode runs, same load
+            # Flatness and bandwidth as paired ratios: a decode step with a short cache (middle of the
+            # first window), one with a long cache (middle of the last window), and the copy/sum
+            # bandwidth probes, interleaved in the same rounds so a change of load hits all alike.
+            window = max(2, new // 8)
+            n_probe = 64 * 2**20 // 4 if settings.mode != "smoke" else 2**20
+            src = torch.randn(n_probe, device=settings.device)
+            dst = torch.empty_like(src)
+            paired = compare({
+                "step_first": step_at(gpt, prompt_len + window // 2, cfg.vocab_size, settings.device, settings.seed),
+                "step_last": step_at(gpt, prompt_len + new - window // 2, cfg.vocab_size, settings.device, settings.seed),
+                "copy": lambda: dst.copy_(src),
+                "sum": lambda: src.sum(),
+            }, settings, baseline="step_first")
             step_runs, run_stalls = [], []
             for _ in range(max(3, settings.rounds // 2)):  # same stall filter as compare()
                 s0, t0 = cpu_stall_us(), time.perf_counter()
@@ -111,10 +147,12 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
         kept = [i for i in order if run_stalls[i] is None or run_stalls[i] <= settings.max_stall]
         if len(kept) < min(settings.min_clean, len(order)):
             kept = order[: min(settings.min_clean, len(order))]
-        window = max(2, new // 8)
-        # flatness per run (last window / first window of the same run), then the median over runs
-        flat = statistics.median(statistics.median(step_runs[i][1][-window:]) / statistics.median(step_runs[i][1][:window])
-                                 for i in kept)
+        flat = paired["ratio"]["step_last"]
+        wbytes = weight_bytes_per_token(gpt, cfg)
+        # decode GB/s over probe GB/s, per round: (wbytes / t_step) / (bytes / t_probe)
+        frac_copy = wbytes * paired["ratio"]["copy"] / (2 * src.nbytes)
+        frac_read = wbytes * paired["ratio"]["sum"] / src.nbytes
+        bw = max(2 * src.nbytes / paired["median_s"]["copy"], src.nbytes / paired["median_s"]["sum"]) / 1e9
         steps = [statistics.median(col) for col in zip(*(step_runs[i][1] for i in kept))]  # per-step median
         prefill_s = statistics.median(step_runs[i][0] for i in kept)
         _, _, ids, cache = step_runs[-1]
@@ -124,10 +162,8 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
         expect_nbytes = 2 * cfg.n_layers * 1 * cache.seq_len * cfg.d_model * elem
         assert cache.seq_len == prompt_len + new, (cache.seq_len, prompt_len, new)
         assert cache.nbytes == expect_nbytes, f"KVCache.nbytes={cache.nbytes} != formula {expect_nbytes}"
-        decode = steps
         tok_s = {n: new / t for n, t in res["median_s"].items()}
-        wbytes = weight_bytes_per_token(gpt, cfg)
-        decode_tok_s = 1.0 / statistics.median(decode)
+        decode_tok_s = 1.0 / paired["median_s"]["step_first"]
         rows.append({
             "shape": shape, "prompt": prompt_len, "new": new, "config": {k: getattr(cfg, k) for k in
                                                                             ("vocab_size", "d_model", "n_heads", "n_layers")},
@@ -135,11 +171,12 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
             "cache_speedup": res["ratio"]["attnlib_no_cache"],
             "attnlib_over_hf_tok_s": res["ratio"]["hf_cache"],
             "prefill_s": prefill_s, "step_s": steps, "window": window,
-            "step_run_stalls": run_stalls, "step_runs_kept": len(kept), "last_over_first_window": flat,
+            "step_run_stalls": run_stalls, "step_runs_kept": len(kept), "paired_steps": paired,
+            "last_over_first_window": flat,
             "kv_cache": {"seq_len": cache.seq_len, "nbytes": cache.nbytes, "formula": expect_nbytes},
             "profile": profile, "weight_bytes_per_token": wbytes, "decode_tok_s": decode_tok_s,
             "decode_gbs": wbytes * decode_tok_s / 1e9,
-            "bandwidth_gbs": bw, "fraction_of_bandwidth": wbytes * decode_tok_s / 1e9 / bw,
+            "bandwidth_gbs": bw, "fraction_of_bandwidth": max(frac_copy, frac_read),
         })
         log(f"  generate {shape} +{new}: cache speedup {rows[-1]['cache_speedup']:.2f}x, attnlib/HF tok/s "
             f"{rows[-1]['attnlib_over_hf_tok_s']:.2f}x, last/first window {flat:.2f}, decode "

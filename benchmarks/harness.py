@@ -4,12 +4,14 @@ Timings on a shared machine are noisy, so no single absolute time is trusted. Ea
 
 1. fixes the thread count (``torch.set_num_threads``) and runs every variant up to ``warmup`` times
    (fewer when one call already takes longer than two blocks) to warm up allocator, lazy init, caches;
-2. calibrates how many calls make one timing block last about ``block_s`` seconds;
-3. runs ``rounds`` rounds; in each round every variant runs one block, in an order that rotates
-   from round to round (A B C, B C A, ...), so slow drifts hit all variants alike;
+2. calibrates how many calls of each variant make about ``block_s`` seconds;
+3. runs ``rounds`` rounds. In a round the variants' calls are interleaved one by one
+   (A B C A B C ...), starting from a variant that rotates from round to round, so a change of
+   machine load hits all variants alike; each variant's time in the round is the median of its
+   calls;
 4. reads the Linux pressure-stall counter ``/proc/pressure/cpu`` ("some" total, microseconds in
-   which at least one runnable task waited for a CPU) around every block. A round in which that
-   counter rose by more than ``max_stall`` of the block's wall time means another process took
+   which at least one runnable task waited for a CPU) around every round. A round in which that
+   counter rose by more than ``max_stall`` of the round's wall time means another process took
    the CPU: the round is discarded. If fewer than ``min_clean`` rounds survive, the least-stalled
    rounds are kept and the comparison is flagged ``noisy``;
 5. reports the median time per call of each variant and, for each variant, the median over rounds of
@@ -45,7 +47,7 @@ class Settings:
     threads: int = 1                # fixed CPU thread count
     warmup: int = 2                 # calls per variant before timing
     rounds: int = 5                 # interleaved A/B rounds
-    block_s: float = 0.2            # target seconds per timing block
+    block_s: float = 0.2            # target seconds of calls per variant per round
     max_stall: float = 0.10         # discard a round whose CPU stall fraction exceeds this
     min_clean: int = 3              # fewer clean rounds than this -> keep the least stalled, flag noisy
     seed: int = 0
@@ -99,17 +101,30 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _block(fn: Callable[[], object], n: int, device: str) -> tuple[float, Optional[float]]:
-    """Run ``fn`` n times; return (seconds per call, stall fraction of the block's wall time)."""
+def _time_call(fn: Callable[[], object], device: str) -> float:
+    """Seconds for one call of ``fn`` (synchronising the GPU on both sides)."""
     synchronize(device)
+    t0 = time.perf_counter()
+    fn()
+    synchronize(device)
+    return time.perf_counter() - t0
+
+
+def _round(variants: dict[str, Callable[[], object]], order: list[str], calls: dict[str, int],
+           device: str) -> tuple[dict[str, float], Optional[float]]:
+    """One round: the variants' calls interleaved one by one (A B C A B C ...), so that A's and B's
+    calls are milliseconds apart, not a block apart. Returns each variant's median seconds per
+    call and the CPU stall fraction over the round's wall time."""
+    per_call: dict[str, list[float]] = {n: [] for n in order}
     s0, t0 = cpu_stall_us(), time.perf_counter()
-    for _ in range(n):
-        fn()
-    synchronize(device)
+    for i in range(max(calls[n] for n in order)):
+        for n in order:
+            if i < calls[n]:
+                per_call[n].append(_time_call(variants[n], device))
     wall = time.perf_counter() - t0
     s1 = cpu_stall_us()
     stall = None if s0 is None or s1 is None else (s1 - s0) / 1e6 / wall
-    return wall / n, stall
+    return {n: statistics.median(ts) for n, ts in per_call.items()}, stall
 
 
 def compare(variants: dict[str, Callable[[], object]], settings: Settings, *, baseline: Optional[str] = None) -> dict:
@@ -133,16 +148,13 @@ def compare(variants: dict[str, Callable[[], object]], settings: Settings, *, ba
             fn()
             if time.perf_counter() - t0 > 2 * settings.block_s:
                 break
-        one, _ = _block(fn, 1, settings.device)
+        one = _time_call(fn, settings.device)
         calls[name] = max(1, min(1000, int(settings.block_s / max(one, 1e-9))))
     rounds = []
     for r in range(settings.rounds):
         order = names[r % len(names):] + names[: r % len(names)]  # rotate A B C -> B C A -> ...
-        times, stalls = {}, {}
-        for name in order:
-            times[name], stalls[name] = _block(variants[name], calls[name], settings.device)
-        known = [s for s in stalls.values() if s is not None]
-        rounds.append({"times_s": times, "stall": max(known) if known else None})
+        times, stall = _round(variants, order, calls, settings.device)
+        rounds.append({"times_s": times, "stall": stall})
     for rd in rounds:
         rd["kept"] = rd["stall"] is None or rd["stall"] <= settings.max_stall
     kept = [rd for rd in rounds if rd["kept"]]

@@ -43,7 +43,7 @@ def render_env(doc: dict) -> str:
         ["machine", f"{env['device_name']}, {env['cpu_count']} cores; {env['threads']} thread(s) used"],
         ["software", f"torch {env['torch']}, transformers {env['transformers']}, Python {env['python']}"],
         ["dtype", env["dtype"]],
-        ["in-run matmul", f"{cal['matmul']['gflops']:.1f} GFLOP/s ({cal['matmul']['n']}x{cal['matmul']['n']} fp32)"],
+        ["in-run matmul", f"{cal['matmul']['gflops']:.1f} GFLOP/s ({cal['matmul']['n']}x{cal['matmul']['n']} {env['dtype']})"],
         ["in-run bandwidth", f"{cal['bandwidth']['gbs']:.1f} GB/s (copy {cal['bandwidth']['copy_gbs']:.1f}, "
                              f"read {cal['bandwidth']['read_gbs']:.1f}, {cal['bandwidth']['bytes'] // MIB} MiB)"],
         ["rounds", f"{s['rounds']} per comparison after {s['warmup']} warm-up calls; {kept} of {total} rounds kept "

@@ -83,6 +83,9 @@ def check_document(doc: dict, benchmarks: set[str]) -> None:
             assert run["cache_speedup"] == run["timing"]["ratio"]["attnlib_no_cache"]
             assert run["kv_cache"]["nbytes"] == run["kv_cache"]["formula"]
             assert len(run["step_s"]) == run["new"]
+            check_comparison(run["paired_steps"], {"step_first", "step_last", "copy", "sum"})
+            assert run["last_over_first_window"] == run["paired_steps"]["ratio"]["step_last"]
+            assert 0 < run["fraction_of_bandwidth"]
             assert run["tokens_per_s"]["attnlib_cache"] == pytest.approx(run["new"] / run["timing"]["median_s"]["attnlib_cache"])
 
 
@@ -104,8 +107,9 @@ def test_compare_ratio_is_the_median_of_paired_round_ratios(monkeypatch: pytest.
     def b() -> None: ...
 
     names = {a: "a", b: "b"}
-    monkeypatch.setattr(harness, "_block", lambda fn, n, device: (script[names[fn]].pop(0), 0.0))
-    res = harness.compare({"a": a, "b": b}, harness.Settings(mode="smoke", warmup=0, rounds=3))
+    monkeypatch.setattr(harness, "_time_call", lambda fn, device: script[names[fn]].pop(0))
+    res = harness.compare({"a": a, "b": b}, harness.Settings(mode="smoke", warmup=0, rounds=3, block_s=1e-4))
+    assert res["calls_per_block"] == {"a": 1, "b": 1}
     # per-round ratios 2, 1, 0.5 -> median 1; the ratio of the medians (2 / 3) would be wrong
     assert res["ratio"]["b"] == pytest.approx(1.0)
     assert res["median_s"] == {"a": 3.0, "b": 2.0}
@@ -113,14 +117,12 @@ def test_compare_ratio_is_the_median_of_paired_round_ratios(monkeypatch: pytest.
 
 
 def test_compare_discards_stalled_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
-    # fake PSI counter: both blocks of round 1 (of rounds 0..3) see a 1-second stall.
-    # compare() reads the counter before and after each block: 2 calibration blocks, then 2 per round.
+    # fake PSI counter, read before and after each round: round 1 (of rounds 0..3) sees a 1 s stall
     state = {"stall_us": 0, "reads": 0}
 
     def fake_stall() -> int:
         state["reads"] += 1
-        block = (state["reads"] - 1) // 2
-        if state["reads"] % 2 == 0 and block in (4, 5):  # blocks 4 and 5 are round 1
+        if state["reads"] == 4:  # the read that closes round 1
             state["stall_us"] += 1_000_000
         return state["stall_us"]
 
