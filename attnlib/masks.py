@@ -12,7 +12,7 @@ Each helper below goes one way; every pair is tested to round-trip.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 from torch import Tensor
@@ -96,6 +96,16 @@ def to_hf_attention_mask(mask: Tensor) -> Tensor:
     return mask[:, 0, 0, :].long()  # (B, Tk)
 
 
+def _polarity_flip(mask: Tensor) -> Callable[[Tensor], Tensor]:
+    """Check a bool/float mask; return what converts it between True=attend and True=blocked
+    (a bool mask flips, a float mask is added either way and stays as it is)."""
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"mask must be a torch.Tensor, got {type(mask).__name__}")
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        raise TypeError(f"mask must be bool or floating, got dtype {mask.dtype}")
+    return (lambda m: ~m) if mask.dtype == torch.bool else (lambda m: m)
+
+
 def to_nn_mha(mask: Tensor, n_heads: Optional[int] = None) -> Tensor:
     """attnlib/SDPA mask -> ``nn.MultiheadAttention``'s ``attn_mask``.
 
@@ -107,11 +117,7 @@ def to_nn_mha(mask: Tensor, n_heads: Optional[int] = None) -> Tensor:
     Returns:
         (Tq, Tk) or (B * H, Tq, Tk); a bool result is True where a query is BLOCKED.
     """
-    if not isinstance(mask, Tensor):
-        raise TypeError(f"mask must be a torch.Tensor, got {type(mask).__name__}")
-    if mask.dtype != torch.bool and not mask.is_floating_point():
-        raise TypeError(f"mask must be bool or floating, got dtype {mask.dtype}")
-    flip = (lambda m: ~m) if mask.dtype == torch.bool else (lambda m: m)
+    flip = _polarity_flip(mask)
     if mask.dim() == 2:
         return flip(mask)
     if mask.dim() != 4:
@@ -132,11 +138,7 @@ def from_nn_mha(mask: Tensor, n_heads: Optional[int] = None) -> Tensor:
         mask: (Tq, Tk) or (B * H, Tq, Tk); bool True = blocked, or float (added, unchanged).
         n_heads: H; needed for the 3-D form, to unstack it into (B, H, Tq, Tk).
     """
-    if not isinstance(mask, Tensor):
-        raise TypeError(f"mask must be a torch.Tensor, got {type(mask).__name__}")
-    if mask.dtype != torch.bool and not mask.is_floating_point():
-        raise TypeError(f"mask must be bool or floating, got dtype {mask.dtype}")
-    flip = (lambda m: ~m) if mask.dtype == torch.bool else (lambda m: m)
+    flip = _polarity_flip(mask)
     if mask.dim() == 2:
         return flip(mask)
     if mask.dim() != 3:
