@@ -10,6 +10,7 @@ from .generation import sample_next
 from .layers import DecoderLayer, Embeddings, EncoderLayer, FeedForward
 from .models import GPT, Encoder, EncoderDecoder, ModelOutput
 from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding, sinusoidal_table
+from .interop import mha_from_torch, mha_to_torch
 from .masks import from_additive, from_hf_attention_mask, from_key_padding, from_nn_mha, to_additive, to_hf_attention_mask, to_key_padding, to_nn_mha
 from .train import train
 from .utils import default_device, seed_everything

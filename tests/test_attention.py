@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import attnlib
 from attnlib import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
 
 BACKENDS = ["math", "sdpa", "auto"]
@@ -104,23 +105,12 @@ def test_padding_mask_birds_fly():
     assert m[:, 0, 0].tolist() == [[True, True, False], [True, True, True]]
 
 
-def copy_from_torch(ours: MultiHeadAttention, ref: nn.MultiheadAttention) -> None:
-    wq, wk, wv = ref.in_proj_weight.detach().chunk(3)
-    bq, bk, bv = ref.in_proj_bias.detach().chunk(3)
-    with torch.no_grad():
-        for lin, w, b in ((ours.q_proj, wq, bq), (ours.k_proj, wk, bk), (ours.v_proj, wv, bv)):
-            lin.weight.copy_(w)
-            lin.bias.copy_(b)
-        ours.out_proj.load_state_dict(ref.out_proj.state_dict())
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_mha_matches_nn_multihead_attention(backend):
     torch.manual_seed(0)
     C, H = 16, 4
     ref = nn.MultiheadAttention(C, H, batch_first=True).eval()
-    ours = MultiHeadAttention(C, H).eval()
-    copy_from_torch(ours, ref)
+    ours = attnlib.mha_from_torch(ref).eval()
     x, ctx = torch.randn(2, 5, C), torch.randn(2, 7, C)
     # self-attention, no mask: outputs and per-head weights
     exp_out, exp_w = ref(x, x, x, average_attn_weights=False)
@@ -208,3 +198,20 @@ def test_gpu_sdpa_backend_uses_a_fused_kernel():
     names = " ".join(e.name.lower() for e in prof.events())
     assert "flash" in names or "efficient" in names or "fmha" in names, names[:500]
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True))
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_mha_weights_round_trip_through_nn_multihead_attention(bias):
+    """mha_to_torch / mha_from_torch: the packed (3C, C) in_proj_weight is W_Q; W_K; W_V in order."""
+    torch.manual_seed(0)
+    ours = MultiHeadAttention(16, 4, bias=bias).eval()
+    ref = attnlib.mha_to_torch(ours)
+    assert ref.batch_first and not ref.training
+    torch.testing.assert_close(ref.in_proj_weight[16:32], ours.k_proj.weight, rtol=0, atol=0)
+    x = torch.randn(2, 5, 16)
+    torch.testing.assert_close(ours(x)[0], ref(x, x, x)[0], atol=1e-6, rtol=1e-5)
+    back = attnlib.mha_from_torch(ref)
+    for name, t in ours.state_dict().items():
+        torch.testing.assert_close(back.state_dict()[name], t, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="kdim=8"):
+        attnlib.mha_from_torch(nn.MultiheadAttention(16, 4, kdim=8, vdim=8))

@@ -13,15 +13,8 @@ C, H, FF = 16, 4, 24
 
 
 def copy_mha(ours: attnlib.MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:
-    """torch packs W_Q, W_K, W_V into one (3C, C) in_proj_weight; we keep three Linears."""
-    wq, wk, wv = theirs.in_proj_weight.detach().chunk(3)
-    bq, bk, bv = theirs.in_proj_bias.detach().chunk(3)
-    with torch.no_grad():
-        for proj, w, b in ((ours.q_proj, wq, bq), (ours.k_proj, wk, bk), (ours.v_proj, wv, bv)):
-            proj.weight.copy_(w)
-            proj.bias.copy_(b)
-        ours.out_proj.weight.copy_(theirs.out_proj.weight)
-        ours.out_proj.bias.copy_(theirs.out_proj.bias)
+    """torch packs W_Q, W_K, W_V into one (3C, C) in_proj_weight; attnlib.mha_from_torch unpacks it."""
+    ours.load_state_dict(attnlib.mha_from_torch(theirs).state_dict())
 
 
 def copy_common(ours: nn.Module, theirs: nn.Module, norms: dict[str, str]) -> None:

@@ -71,12 +71,7 @@ def test_nn_multihead_attention_matches_under_converted_mask(as_float):
     torch.manual_seed(0)
     d_model, heads = 8, 2
     ours = attnlib.MultiHeadAttention(d_model, heads).eval()
-    ref = nn.MultiheadAttention(d_model, heads, batch_first=True).eval()
-    with torch.no_grad():
-        ref.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]))
-        ref.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
-        ref.out_proj.weight.copy_(ours.out_proj.weight)
-        ref.out_proj.bias.copy_(ours.out_proj.bias)
+    ref = attnlib.mha_to_torch(ours)
     _, pad = _batch()
     mask = pad & attnlib.causal_mask(3)  # no row fully masked (key 0 is always real)
     if as_float:
