@@ -158,8 +158,10 @@ class GPT(nn.Module):
 
     @classmethod
     def from_hf(cls, hf_model: Any) -> "GPT":
-        """A GPT with the same logits as a transformers GPT2LMHeadModel (attnlib.pretrained)."""
-        from .pretrained import gpt_from_hf
+        """A GPT with the same logits as a transformers GPT2LMHeadModel (attnlib.pretrained.hf).
+
+        attnlib.pretrained depends on this module, not the other way round: imported when called."""
+        from .pretrained.hf import gpt_from_hf
         return gpt_from_hf(hf_model)
 
 
@@ -217,8 +219,8 @@ class Encoder(nn.Module):
 
     @classmethod
     def from_hf(cls, hf_model: Any) -> "Encoder":
-        """An Encoder with the same hidden states as a transformers BertModel (see attnlib.pretrained)."""
-        from .pretrained import encoder_from_hf
+        """An Encoder with the same hidden states as a transformers BertModel (attnlib.pretrained.hf)."""
+        from .pretrained.hf import encoder_from_hf
         return encoder_from_hf(hf_model)
 
 
