@@ -38,9 +38,14 @@ def execute(path: Path, timeout: int = 600) -> float:
 
 def main(argv: list[str]) -> int:
     paths = [Path(p) for p in argv] or sorted((ROOT / "notebooks").glob("*.ipynb"))
+    times = {}
     for p in paths:
         print(f"executing {p} ...", flush=True)
-        print(f"  done in {execute(p.resolve()):.1f} s", flush=True)
+        times[p.name] = execute(p.resolve())
+        print(f"  done in {times[p.name]:.1f} s", flush=True)
+    if len(times) > 1:  # the numbers book/how_to_use.md quotes ("Restart and run all" per chapter)
+        print(f"{len(times)} notebooks in {sum(times.values()):.0f} s; per notebook "
+              f"{min(times.values()):.0f} to {max(times.values()):.0f} s")
     return 0
 
 
