@@ -8,6 +8,7 @@ from .cache import KVCache
 from .config import TransformerConfig
 from .generation import sample_next
 from .layers import DecoderLayer, Embeddings, EncoderLayer, FeedForward
+from .norms import RMSNorm
 from .models import GPT, Encoder, EncoderDecoder, ModelOutput
 from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding, sinusoidal_table
 from .interop import mha_from_torch, mha_to_torch
