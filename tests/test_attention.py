@@ -306,3 +306,20 @@ def test_n_kv_heads_must_divide_n_heads():
         attnlib.TransformerConfig(vocab_size=10, d_model=24, n_heads=6, n_layers=1, n_kv_heads=4)
     assert attnlib.TransformerConfig(vocab_size=10, d_model=24, n_heads=6, n_layers=1).n_kv_heads == 6
     assert MultiHeadAttention(32, 4).n_kv_heads == 4
+    with pytest.raises(ValueError, match="n_kv_heads=2 < n_heads=4"):
+        attnlib.mha_to_torch(MultiHeadAttention(32, 4, n_kv_heads=2))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_gpu_gqa_half_precision_parity_between_backends(dtype):
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(128, 8, n_kv_heads=2).to("cuda", dtype).eval()
+    x = torch.randn(2, 64, 128, device="cuda", dtype=dtype)
+    with torch.no_grad():
+        ref, _ = mha.float()(x.float(), is_causal=True, backend="math")
+        mha.to(dtype)
+        for backend in ("math", "sdpa"):
+            out, _ = mha(x, is_causal=True, backend=backend)
+            assert out.dtype == dtype
+            torch.testing.assert_close(out.float(), ref, atol=3e-2, rtol=3e-2)
