@@ -297,3 +297,21 @@ def test_gpt_generate_top_p_is_reproducible_and_cache_independent():
     assert not torch.equal(run(7), run(8))
     greedy = gpt.generate(prompt, 10, temperature=0.0, top_p=0.3)
     assert torch.equal(greedy, gpt.generate(prompt, 10, temperature=0.0))
+
+
+def test_seq2seq_gqa_rmsnorm_top_p_cached_equals_uncached():
+    torch.manual_seed(0)
+    s2s = EncoderDecoder(cfg_(positional="rope", n_kv_heads=1, norm="rmsnorm", rope_base=1e5))
+    sharpen(s2s)
+    src = torch.randint(3, V, (3, 6))
+    greedy = s2s.generate(src, 7, bos_id=1)
+    assert torch.equal(greedy, s2s.generate(src, 7, bos_id=1, use_cache=False))
+    assert torch.equal(greedy[:, 1:], s2s.eval()(src, greedy[:, :-1]).logits.argmax(-1))
+
+    def sampled(**kw):
+        return s2s.generate(src, 7, bos_id=1, temperature=1.0, top_p=0.7,
+                            generator=torch.Generator().manual_seed(5), **kw)
+
+    assert torch.equal(sampled(), sampled(use_cache=False))
+    with pytest.raises(ValueError, match="top_p"):
+        s2s.generate(src, 3, bos_id=1, top_p=1.2)
