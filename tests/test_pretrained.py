@@ -339,6 +339,24 @@ def test_gpt_from_hf_matches_llama(tie):
 
 
 @torch.no_grad()
+@pytest.mark.parametrize("biases", [(True, False), (False, True), (True, True)])
+def test_gpt_from_hf_matches_llama_with_biases(biases):
+    """attnlib has one bias switch; a bias-free group gets zero biases, which is exact."""
+    attention_bias, mlp_bias = biases
+    hf = _small_llama(False, attention_bias=attention_bias, mlp_bias=mlp_bias)
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            if name.endswith("bias"):
+                p.normal_(0.0, 0.3)
+    gpt = attnlib.GPT.from_hf(hf)
+    assert gpt.cfg.bias
+    assert bool(gpt.layers[1].ffn.gate.bias.abs().sum()) == mlp_bias
+    assert bool(gpt.layers[1].self_attn.out_proj.bias.abs().sum()) == attention_bias
+    ids = torch.randint(0, 61, (2, 9), generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(gpt(ids).logits, hf(ids).logits, **LLAMA_TOL)
+
+
+@torch.no_grad()
 @pytest.mark.parametrize("tie", [True, False])
 def test_llama_cached_greedy_generation_equals_hf(tie):
     hf = _small_llama(tie)
@@ -394,8 +412,6 @@ def test_llama_config_refuses_what_attnlib_cannot_reproduce():
         pretrained.llama_config({**base, "rope_parameters": {"rope_type": "llama3", "rope_theta": 1e4}})
     with pytest.raises(ValueError, match="hidden_act"):
         pretrained.llama_config({**base, "hidden_act": "gelu"})
-    with pytest.raises(ValueError, match="attention_bias=True, mlp_bias=False"):
-        pretrained.llama_config({**base, "attention_bias": True})
     with pytest.raises(ValueError, match="head_dim=16"):
         pretrained.llama_config({**base, "head_dim": 16})
 
