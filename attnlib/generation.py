@@ -46,6 +46,7 @@ def top_p_filter(logits: Tensor, top_p: float) -> Tensor:
     Shapes:
         logits (B, V) -> (B, V).
     """
+    check_sampling(1.0, None, top_p)
     sorted_logits, order = torch.sort(logits, dim=-1, descending=True)  # (B, V), most likely first
     probs = torch.softmax(sorted_logits, dim=-1)
     mass_before = torch.cumsum(probs, dim=-1) - probs  # (B, V): mass ranked strictly above each token

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from attnlib import GPT, EncoderDecoder, ModelOutput, TransformerConfig, sample_next
-from attnlib.generation import generate_encoder_decoder
+from attnlib.generation import generate_encoder_decoder, top_p_filter
 
 V = 29
 
@@ -227,8 +227,6 @@ def _support(logits, n=4000, **kw):
 
 
 def test_top_p_keeps_the_smallest_set_with_enough_mass():
-    from attnlib.generation import top_p_filter
-
     gen = torch.Generator().manual_seed(0)
     for _ in range(20):
         logits = 2.0 * torch.randn(3, 12, generator=gen)
@@ -277,6 +275,8 @@ def test_top_p_with_temperature_zero_stays_greedy_and_is_validated():
     for bad in (0, 0.0, -0.1, 1.5, True, "0.9"):
         with pytest.raises(ValueError, match="top_p"):
             sample_next(logits, top_p=bad)
+    with pytest.raises(ValueError, match="top_p"):
+        top_p_filter(logits, 0.0)
     gpt = GPT(cfg_())
     with pytest.raises(ValueError, match="top_p"):
         gpt.generate(torch.zeros(1, 2, dtype=torch.long), 3, top_p=0.0)
