@@ -6,8 +6,9 @@ for the API contract; every name below is part of it.
 from .attention import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
 from .cache import KVCache
 from .config import TransformerConfig
-from .generation import sample_next
+from .generation import sample_next, top_p_filter
 from .layers import DecoderLayer, Embeddings, EncoderLayer, FeedForward
+from .norms import RMSNorm
 from .models import GPT, Encoder, EncoderDecoder, ModelOutput
 from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding, sinusoidal_table
 from .interop import mha_from_torch, mha_to_torch
