@@ -492,7 +492,7 @@
       div("attnlib-live-note", kv, S.steps === 0
         ? "Prefill: your " + T + " tokens went through the model together; every layer stored " + T + " key rows and " + T +
           " value rows (" + c.H + " heads \u00d7 " + D + " numbers each). All are new (outlined)."
-        : "Decode step " + S.steps + ": only the new token " + quoted(P.vocab[S.ids[T - 1]]) + " went through the model; every layer appended ONE key row and ONE value row (outlined, row " +
+        : "Decode step " + S.steps + ": only the new token " + quoted(P.vocab[S.ids[T - 1]]) + " went through the model; every layer appended one key row and one value row (outlined, row " +
           a + ") and its query attended over all " + T + " rows. The cache now holds " + T + " tokens: 2 \u00d7 " + c.L + " layers \u00d7 " + T + " \u00d7 " + c.C + " numbers.");
       var K = S.runner.K[S.layer], V = S.runner.V[S.layer], off = S.head * D, m = 1e-9, i, j;
       for (i = 0; i < T; i++) for (j = 0; j < D; j++) m = Math.max(m, Math.abs(K[i * c.C + off + j]), Math.abs(V[i * c.C + off + j]));
