@@ -115,7 +115,7 @@ def test_payload_carries_the_weights(tiny, dtype):
             want = getattr(mod[part], {"w": "weight", "b": "bias"}[kind])
         np.testing.assert_array_equal(arr, want.detach().numpy(), err_msg=name)
     n_params = sum(p.numel() for p in model.parameters())
-    assert sum(a.size for a in got.values()) == n_params + 0  # every parameter once (pos is the table itself)
+    assert sum(a.size for a in got.values()) == n_params  # every parameter once (pos: the table itself)
     orig = dict(model.named_parameters())
     for name, p in ref.named_parameters():
         if dtype == "float32" or p.dim() == 1 or name == "embed.pos_emb.weight":

@@ -311,3 +311,24 @@ def test_token_text_is_text(driver, tmp_path):
     assert root.find_elements(By.CSS_SELECTOR, "img") == []
     assert driver.execute_script("return arguments[0].querySelectorAll('script').length", root) == 2
     check_clean(driver)
+
+
+def test_next_to_an_explorer_and_twice_on_one_page(driver, tmp_path):
+    """Two copies of the live output and an explorer on one page: each draws once, on its own."""
+    ex = viz.attention_explorer(torch.softmax(torch.randn(2, 3, 3), -1), list("abc"), title="explorer")
+    html = ("<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>"
+            f"<div id='a'>{LIVE['float16']._repr_html_()}</div><div id='e'>{ex._repr_html_()}</div>"
+            f"<div id='b'>{LIVE['float16']._repr_html_()}</div></body></html>")
+    path = tmp_path / "both.html"
+    path.write_text(html, encoding="utf-8")
+    driver.get_log("browser"), driver.get_log("performance")
+    driver.get(path.as_uri())
+    a, b = (driver.find_element(By.CSS_SELECTOR, f"#{w} div.attnlib-live") for w in "ab")
+    e = driver.find_element(By.CSS_SELECTOR, "#e div.attnlib-explorer")
+    for r in (a, b, e):
+        assert r.get_attribute("data-attnlib-ready") == "1"
+        assert len(r.find_elements(By.CSS_SELECTOR, "svg.attnlib-plot")) == 1
+    assert len(a.find_elements(By.CSS_SELECTOR, ".attnlib-title")) == 1   # drawn once, not twice
+    a.find_element(By.CSS_SELECTOR, "textarea").send_keys(" unto")
+    assert state(driver, a)["n"] == str(len("And God said unto")) and state(driver, b)["n"] == "12"
+    check_clean(driver)
