@@ -205,3 +205,17 @@ def test_other_supported_configs_export(kw):
     assert ("head" in names) == (not model.cfg.tie_weights)
     assert ("pos" in names) == (model.cfg.positional != "none")
     assert live.payload["config"]["act"] == model.cfg.activation
+
+
+def test_playground_output_is_current(tiny):
+    """book/playground.ipynb stores the live page as executed; a change to live.js/.css/.py or to the
+    checkpoint needs `python scripts/execute_notebooks.py book/playground.ipynb`."""
+    from pathlib import Path
+
+    nb = json.loads((Path(__file__).resolve().parent.parent / "book" / "playground.ipynb").read_text(encoding="utf-8"))
+    cell = next(c for c in nb["cells"] if c["cell_type"] == "code" and "live_model" in "".join(c["source"]))
+    assert "hide-input" in cell["metadata"].get("tags", [])
+    title = re.search(r'title="([^"]+)"', "".join(cell["source"]))[1]
+    stored = "".join(cell["outputs"][0]["data"]["text/html"])
+    assert stored == viz.live_model(*tiny, title=title).to_html(), \
+        "book/playground.ipynb is stale: re-execute it with scripts/execute_notebooks.py"
