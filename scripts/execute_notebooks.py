@@ -1,6 +1,6 @@
 """Re-execute notebooks in place in a fresh kernel, storing outputs and widget state.
 
-    python scripts/execute_notebooks.py                 # every notebooks/*.ipynb
+    python scripts/execute_notebooks.py                 # every notebooks/*.ipynb and book/*.ipynb
     python scripts/execute_notebooks.py notebooks/04_scaled_dot_product_attention.ipynb
 
 This is the only way notebooks' outputs are regenerated (never hand-save from JupyterLab: it can
@@ -37,7 +37,8 @@ def execute(path: Path, timeout: int = 600) -> float:
 
 
 def main(argv: list[str]) -> int:
-    paths = [Path(p) for p in argv] or sorted((ROOT / "notebooks").glob("*.ipynb"))
+    paths = [Path(p) for p in argv] or [*sorted((ROOT / "notebooks").glob("*.ipynb")),
+                                        *sorted((ROOT / "book").glob("*.ipynb"))]  # the playground
     times = {}
     for p in paths:
         print(f"executing {p} ...", flush=True)
