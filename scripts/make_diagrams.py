@@ -18,6 +18,7 @@ whole book:
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 from html import escape
@@ -289,7 +290,7 @@ def attention_shapes() -> Svg:
     s.arrow((ck, 258), (245, 300))
     s.box(220, 302, 180, 58, "A", "S = Q K^T", "(T, T)")
     s.text(320, 336, "every query · every key", size=13, anchor="start", color=MUTED)
-    steps = [("÷ √d_k", "keeps scores near unit size"),
+    steps = [("÷ √d_k", "keeps the scores' variance near 1"),
              ("+ M", "mask: 0 = may look, −∞ = may not"),
              ("softmax", "each row → weights ≥ 0, summing to 1")]
     y = 372
@@ -393,6 +394,56 @@ def padding_mask() -> Svg:
     s.text(30, 222, "keys →", size=13, anchor="start", color=MUTED)
     legend(s, 130, 392, [("#ffffff", MUTED, "may attend (True)"),
                          (blocked, MUTED, "blocked: score −∞, weight 0")])
+    return s
+
+
+def causal_mask_added() -> Svg:
+    words = ["The", "cat", "slept", "."]
+    scores = [[1.2, 0.3, -0.5, 0.8], [0.4, 1.5, 0.2, -0.3],
+              [-0.2, 0.9, 1.1, 0.6], [0.7, 0.1, 1.3, 0.5]]
+    weights = []
+    for i, row in enumerate(scores):
+        e = [math.exp(x) if j <= i else 0.0 for j, x in enumerate(row)]
+        weights.append([x / sum(e) for x in e])
+    s = Svg("causal_mask_added", 700, 360,
+            "The causal mask is added to the scores before the softmax",
+            "For 'The cat slept .', a 4 by 4 matrix of scaled scores (one row per query, one column "
+            "per key) is added to the causal mask M, which is 0 where the key is at or before the "
+            "query and minus infinity after it. The softmax of each row then gives weight exactly 0 "
+            "to the blocked keys, and the remaining weights still sum to 1: the first row is 1, 0, "
+            "0, 0; the second 0.25, 0.75, 0, 0.")
+    cell, top = 38, 92
+    blocked = COLORS["M"][1]
+    panels = [(90, "scaled scores Q K^T/√d_k", "scores"), (300, "mask M", "mask"),
+              (510, "softmax, row by row", "weights")]
+    for x0, title, kind in panels:
+        s.text(x0 + 2 * cell, 40, title, size=15, weight="bold")
+        for j, w in enumerate(words):
+            s.text(x0 + j * cell + cell / 2, top - 8, w, size=12, color=MUTED)
+        for i in range(4):
+            for j in range(4):
+                ok = j <= i
+                if kind == "scores":
+                    fill, label, color = COLORS["A"][1], f"{scores[i][j]:.1f}", INK
+                elif kind == "mask":
+                    fill, label = ("#ffffff", "0") if ok else (blocked, "−∞")
+                    color = INK if ok else "#ffffff"
+                else:
+                    fill = shade(COLORS["A"][0], 0.1 + 0.8 * weights[i][j]) if ok else blocked
+                    label, color = f"{weights[i][j]:.2f}", INK if ok else "#ffffff"
+                s.rect(x0 + j * cell, top + i * cell, cell, cell, fill, CARD_EDGE, rx=0, width=1.2)
+                s.text(x0 + j * cell + cell / 2, top + i * cell + 24, label, size=12, color=color)
+    for i, w in enumerate(words):
+        s.text(82, top + i * cell + 24, w, size=12, anchor="end", color=MUTED)
+    s.text(30, 66, "queries ↓   keys →", size=12, anchor="start", color=MUTED)
+    s.text(266, top + 2 * cell + 8, "+", size=26)
+    s.text(476, top + 2 * cell + 8, "→", size=26)
+    s.text(350, 278, "e^{−∞} = 0: a blocked key gets weight exactly 0, and each row still sums to 1",
+           size=14)
+    s.text(350, 304, "boolean form (PyTorch, attnlib): True = may attend → 0, False → −∞",
+           size=14, color=MUTED)
+    s.text(350, 330, "query i may use keys j ≤ i: “cat” sees “The” and itself, never “slept”",
+           size=14, color=MUTED)
     return s
 
 
@@ -706,8 +757,8 @@ def sentence_embedding() -> Svg:
 
 
 DIAGRAMS = [tokenize_pipeline, embedding_position, attention_shapes, weighted_average,
-            padding_mask, heads_split_merge, sentence_embedding, pre_post_norm, encoder_decoder,
-            shifted_targets, kv_cache]
+            causal_mask_added, padding_mask, heads_split_merge, sentence_embedding,
+            pre_post_norm, encoder_decoder, shifted_targets, kv_cache]
 
 
 def build() -> dict[str, str]:
