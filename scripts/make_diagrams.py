@@ -331,7 +331,7 @@ def weighted_average() -> Svg:
     s.rect(20, 160, 86, 50, qf, qs, rx=8, width=2)
     s.text(63, 183, "query", size=14, color=MUTED)
     s.text(63, 202, "“it”", size=17, weight="bold")
-    heads = [(190, "key j"), (300, "weight A_{it,j}"), (460, "value v_j"), (575, "A_{it,j} v_j")]
+    heads = [(190, "key j"), (300, "weight A_{it,j}"), (460, "value v_j"), (568, "A_{it,j} v_j")]
     for x, h in heads:
         s.text(x, 34, h, size=14, color=MUTED)
     y0 = 50
@@ -345,11 +345,11 @@ def weighted_average() -> Svg:
         s.text(256 + 110 * w / 0.62, y + 23, f"{w:.2f}", size=14, anchor="start", weight=bold)
         s.rect(410, y + 2, 100, 30, COLORS["V"][1], COLORS["V"][0], rx=6, width=1.5)
         s.text(460, y + 23, f"[{vec[0]}, {vec[1]}]", size=14)
-        s.text(575, y + 23, f"[{w * vec[0]:.3f}, {w * vec[1]:.3f}]", size=14, weight=bold)
+        s.text(568, y + 23, f"[{w * vec[0]:.3f}, {w * vec[1]:.3f}]", size=14, weight=bold)
     y = y0 + 7 * 38 + 6
     s.parts.append(f'<line x1="250" y1="{y}" x2="630" y2="{y}" stroke="{INK}" stroke-width="1.2"/>')
     s.text(300, y + 24, "sum = 1.00", size=15)
-    s.text(575, y + 24, "[0.620, 0.470]", size=15, weight="bold")
+    s.text(568, y + 24, "[0.620, 0.470]", size=15, weight="bold")
     s.rect(400, y + 44, 226, 50, COLORS["V"][1], COLORS["V"][0], rx=8, width=2)
     s.text(513, y + 75, "o_{it} = Σ_j A_{it,j} v_j", size=17)
     s.text(30, y + 64, "output for “it”: a mix that is", size=14, anchor="start", color=MUTED)
@@ -456,7 +456,7 @@ def causal_mask_added() -> Svg:
 
 
 def heads_split_merge() -> Svg:
-    s = Svg("heads_split_merge", 680, 560,
+    s = Svg("heads_split_merge", 680, 526,
             "Splitting C into H heads of width D, and merging them again",
             "Left, the split: Q = X W_Q has shape (B, T, C); view(B, T, H, D) cuts each token's C "
             "numbers into H groups of D (drawn: C = 8, H = 4, D = 2); transpose(1, 2) gives "
@@ -512,8 +512,8 @@ def heads_split_merge() -> Svg:
     s.text(510, 338, "output (B, T, C)", size=15)
     s.cells(446, 348, [vector(40 + t, H * D, COLORS["X"][0]) for t in range(T)], cell=cell)
     s.text(510, 420, "W_O mixes the heads' results", size=14, color=MUTED)
-    s.text(340, 500, "C = H · D: the split and the merge move no number to another token", size=15)
-    s.text(340, 524, "(the tempting view(B, H, T, D) would: see below)", size=14, color=MUTED)
+    s.text(340, 484, "C = H · D: the split and the merge move no number to another token", size=15)
+    s.text(340, 506, "(the tempting view(B, H, T, D) would: see below)", size=14, color=MUTED)
     return s
 
 
