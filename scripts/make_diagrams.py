@@ -8,7 +8,8 @@ whole book:
 
 - the same colours in every diagram (Okabe-Ito, colour-blind safe): queries blue, keys vermillion,
   values bluish green; token vectors grey; attention weights reddish purple; positions and the
-  feed-forward network orange; LayerNorm yellow; masked (blocked) entries dark grey;
+  feed-forward network orange; LayerNorm yellow; masked (blocked) entries hatched grey, as
+  in the chapters' heatmaps;
 - the letters of book/notation.md: B, T, C, H, D = C/H, d_k, d_v, T_q, T_k;
 - every diagram sits on its own light rounded card, so it reads the same in the book's light and
   dark themes (the dark theme dims images a little and gives them a white background), in
@@ -43,7 +44,7 @@ COLORS = {
     "P": ("#E69F00", "#fbe9c4"),      # positions
     "F": ("#E69F00", "#fbe9c4"),      # feed-forward network
     "N": ("#b8a800", "#f8f3b8"),      # LayerNorm
-    "M": ("#4d4d4d", "#8c8c8c"),      # blocked by a mask
+    "M": ("#4d4d4d", "url(#blocked)"),   # blocked by a mask: hatched grey (pattern in <defs>)
     "W": ("#6e7781", "#ffffff"),      # learned matrices
 }
 HEADS = ["#56B4E9", "#E69F00", "#CC79A7", "#F0E442"]   # one tint per head in chapter 6
@@ -155,7 +156,11 @@ class Svg:
             f'<desc id="desc">{escape(self.desc)}</desc>\n'
             '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="10"'
             ' markerHeight="10" markerUnits="userSpaceOnUse" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z"'
-            f' fill="{INK}"/></marker></defs>\n'
+            f' fill="{INK}"/></marker>'
+            '<pattern id="blocked" width="7" height="7" patternUnits="userSpaceOnUse"'
+            ' patternTransform="rotate(45)"><rect width="7" height="7" fill="#c4c4c4"/>'
+            '<line x1="0" y1="0" x2="0" y2="7" stroke="#7a7a7a" stroke-width="2.2"/></pattern>'
+            '</defs>\n'
             f'<rect x="1" y="1" width="{self.w - 2}" height="{self.h - 2}" rx="14" fill="{CARD}"'
             f' stroke="{CARD_EDGE}" stroke-width="1.5"/>\n')
         return head + "\n".join(self.parts) + "\n</svg>\n"
@@ -326,7 +331,7 @@ def weighted_average() -> Svg:
     s.rect(20, 160, 86, 50, qf, qs, rx=8, width=2)
     s.text(63, 183, "query", size=14, color=MUTED)
     s.text(63, 202, "“it”", size=17, weight="bold")
-    heads = [(190, "key j"), (300, "weight A_{it,j}"), (460, "value v_j"), (575, "A_{it,j} v_j")]
+    heads = [(190, "key j"), (300, "weight A_{it,j}"), (460, "value v_j"), (568, "A_{it,j} v_j")]
     for x, h in heads:
         s.text(x, 34, h, size=14, color=MUTED)
     y0 = 50
@@ -340,11 +345,11 @@ def weighted_average() -> Svg:
         s.text(256 + 110 * w / 0.62, y + 23, f"{w:.2f}", size=14, anchor="start", weight=bold)
         s.rect(410, y + 2, 100, 30, COLORS["V"][1], COLORS["V"][0], rx=6, width=1.5)
         s.text(460, y + 23, f"[{vec[0]}, {vec[1]}]", size=14)
-        s.text(575, y + 23, f"[{w * vec[0]:.3f}, {w * vec[1]:.3f}]", size=14, weight=bold)
+        s.text(568, y + 23, f"[{w * vec[0]:.3f}, {w * vec[1]:.3f}]", size=14, weight=bold)
     y = y0 + 7 * 38 + 6
     s.parts.append(f'<line x1="250" y1="{y}" x2="630" y2="{y}" stroke="{INK}" stroke-width="1.2"/>')
     s.text(300, y + 24, "sum = 1.00", size=15)
-    s.text(575, y + 24, "[0.620, 0.470]", size=15, weight="bold")
+    s.text(568, y + 24, "[0.620, 0.470]", size=15, weight="bold")
     s.rect(400, y + 44, 226, 50, COLORS["V"][1], COLORS["V"][0], rx=8, width=2)
     s.text(513, y + 75, "o_{it} = Σ_j A_{it,j} v_j", size=17)
     s.text(30, y + 64, "output for “it”: a mix that is", size=14, anchor="start", color=MUTED)
@@ -374,7 +379,8 @@ def padding_mask() -> Svg:
             s.text(154 + t * 72, y + 22, w, size=14, color=MUTED if pad else INK)
         for t, f in enumerate(flags[b]):
             s.rect(400 + t * 40, y, 36, 32, "#ffffff" if f else blocked, MUTED, rx=4, width=1.2)
-            s.text(418 + t * 40, y + 22, str(f), size=16, color=INK if f else "#ffffff")
+            s.text(418 + t * 40, y + 22, str(f), size=16, weight="normal" if f else "bold",
+                   halo=not f)
     s.text(330, 166, "the same key flags for every query (and every head):", size=14,
            color=MUTED)
     for b in range(2):
@@ -389,7 +395,8 @@ def padding_mask() -> Svg:
                 s.rect(x0 + c * 52 - 4, 230 + r * 44, 50, 42, "#ffffff" if ok else blocked,
                        MUTED, rx=2, width=1)
                 if not ok:
-                    s.text(x0 + c * 52 + 21, 257 + r * 44, "0", size=15, color="#ffffff")
+                    s.text(x0 + c * 52 + 21, 257 + r * 44, "0", size=15, weight="bold",
+                           halo=True)
     s.text(30, 278, "queries ↓", size=13, anchor="start", color=MUTED)
     s.text(30, 222, "keys →", size=13, anchor="start", color=MUTED)
     legend(s, 130, 392, [("#ffffff", MUTED, "may attend (True)"),
@@ -427,12 +434,13 @@ def causal_mask_added() -> Svg:
                     fill, label, color = COLORS["A"][1], f"{scores[i][j]:.1f}", INK
                 elif kind == "mask":
                     fill, label = ("#ffffff", "0") if ok else (blocked, "−∞")
-                    color = INK if ok else "#ffffff"
+                    color = INK
                 else:
                     fill = shade(COLORS["A"][0], 0.1 + 0.8 * weights[i][j]) if ok else blocked
-                    label, color = f"{weights[i][j]:.2f}", INK if ok else "#ffffff"
+                    label, color = f"{weights[i][j]:.2f}", INK
                 s.rect(x0 + j * cell, top + i * cell, cell, cell, fill, CARD_EDGE, rx=0, width=1.2)
-                s.text(x0 + j * cell + cell / 2, top + i * cell + 24, label, size=12, color=color)
+                s.text(x0 + j * cell + cell / 2, top + i * cell + 24, label, size=12, color=color,
+                       halo=not ok and kind != "scores")
     for i, w in enumerate(words):
         s.text(82, top + i * cell + 24, w, size=12, anchor="end", color=MUTED)
     s.text(30, 66, "queries ↓   keys →", size=12, anchor="start", color=MUTED)
@@ -448,7 +456,7 @@ def causal_mask_added() -> Svg:
 
 
 def heads_split_merge() -> Svg:
-    s = Svg("heads_split_merge", 680, 560,
+    s = Svg("heads_split_merge", 680, 526,
             "Splitting C into H heads of width D, and merging them again",
             "Left, the split: Q = X W_Q has shape (B, T, C); view(B, T, H, D) cuts each token's C "
             "numbers into H groups of D (drawn: C = 8, H = 4, D = 2); transpose(1, 2) gives "
@@ -504,8 +512,8 @@ def heads_split_merge() -> Svg:
     s.text(510, 338, "output (B, T, C)", size=15)
     s.cells(446, 348, [vector(40 + t, H * D, COLORS["X"][0]) for t in range(T)], cell=cell)
     s.text(510, 420, "W_O mixes the heads' results", size=14, color=MUTED)
-    s.text(340, 500, "C = H · D: the split and the merge move no number to another token", size=15)
-    s.text(340, 524, "(the tempting view(B, H, T, D) would: see below)", size=14, color=MUTED)
+    s.text(340, 484, "C = H · D: the split and the merge move no number to another token", size=15)
+    s.text(340, 506, "(the tempting view(B, H, T, D) would: see below)", size=14, color=MUTED)
     return s
 
 
