@@ -215,3 +215,71 @@ def test_mha_weights_round_trip_through_nn_multihead_attention(bias):
         torch.testing.assert_close(back.state_dict()[name], t, rtol=0, atol=0)
     with pytest.raises(ValueError, match="kdim=8"):
         attnlib.mha_from_torch(nn.MultiheadAttention(16, 4, kdim=8, vdim=8))
+
+
+# ---- issue 10: edge cases that were silently wrong ---------------------------------------------
+
+@pytest.mark.parametrize("backend", ["math", "sdpa"])
+def test_float64_stays_float64_and_gradcheck_passes(backend):
+    """The math path used to softmax in float32 for every dtype: float64 lost precision."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 4, 5, dtype=torch.float64, generator=gen, requires_grad=True) for _ in range(3))
+    expected = F.scaled_dot_product_attention(q, k, v)
+    out, w = scaled_dot_product_attention(q, k, v, backend=backend, need_weights=backend == "math")
+    assert out.dtype == torch.float64 and (w is None or w.dtype == torch.float64)
+    torch.testing.assert_close(out, expected, atol=1e-12, rtol=1e-12)
+    fn = lambda q_, k_, v_: scaled_dot_product_attention(q_, k_, v_, backend=backend)[0]  # noqa: E731
+    assert torch.autograd.gradcheck(fn, (q, k, v))
+
+
+def test_float64_row_masked_with_finfo_min_is_not_nan():
+    q = torch.randn(1, 3, 4, dtype=torch.float64)
+    mask = torch.zeros(3, 3, dtype=torch.float64)
+    mask[1] = torch.finfo(torch.float64).min  # a "large negative" mask on a whole row
+    for backend in ("math", "sdpa"):
+        out, _ = scaled_dot_product_attention(q, q, q, attn_mask=mask, backend=backend)
+        assert torch.isfinite(out).all(), backend
+        torch.testing.assert_close(out, F.scaled_dot_product_attention(q, q, q, attn_mask=mask))
+
+
+def test_fp16_math_path_does_not_overflow_when_scaled_scores_fit():
+    """q = k = 40, D = 64: Q K^T = 102,400 > fp16 max, but the scaled scores (12,800) fit."""
+    q = torch.full((1, 2, 3, 64), 40.0, dtype=torch.float16)
+    v = torch.randn(1, 2, 3, 64).half()
+    out, w = scaled_dot_product_attention(q, q, v, backend="math", need_weights=True)
+    assert torch.isfinite(out).all() and torch.isfinite(w).all()
+    torch.testing.assert_close(out.float(), v.float().mean(-2, keepdim=True).expand_as(out), atol=1e-2, rtol=1e-2)
+
+
+def test_zero_length_causal_math_path_agrees_with_sdpa():
+    q = torch.randn(2, 0, 4)
+    for backend in ("math", "sdpa"):
+        out, _ = scaled_dot_product_attention(q, q, q, is_causal=True, backend=backend)
+        assert out.shape == (2, 0, 4), backend
+
+
+def test_unclear_errors_now_name_the_problem():
+    q = torch.randn(2, 3, 4)
+    with pytest.raises(TypeError, match=r"query, key and value must have the same dtype.*float32.*float64"):
+        scaled_dot_product_attention(q, q.double(), q.double())
+    empty = torch.randn(2, 3, 0)
+    with pytest.raises(ValueError, match=r"d_k.*at least 1.*\(2, 3, 0\)"):
+        scaled_dot_product_attention(empty, empty, q, backend="math")
+    with pytest.raises(TypeError, match="pad_id must be an int.*None"):
+        padding_mask(torch.tensor([[1, 0]]), pad_id=None)
+    import numpy as np
+    assert padding_mask(torch.tensor([[1, 0]]), pad_id=np.int64(0)).tolist() == [[[[True, False]]]]
+
+
+def test_mha_constructor_and_dtype_errors():
+    with pytest.raises(TypeError, match=r"n_heads must be an int, got 2.0"):
+        MultiHeadAttention(8, 2.0)
+    with pytest.raises(TypeError, match=r"d_model must be an int"):
+        MultiHeadAttention(8.0, 2)
+    with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\), got 1.5"):
+        MultiHeadAttention(8, 2, dropout=1.5)
+    mha = MultiHeadAttention(8, 2)
+    with pytest.raises(TypeError, match=r"x has dtype torch.float64 but the module's weights are torch.float32"):
+        mha(torch.randn(1, 3, 8, dtype=torch.float64))
+    with pytest.raises(TypeError, match=r"context has dtype torch.float16"):
+        mha(torch.randn(1, 3, 8), torch.randn(1, 2, 8).half())
