@@ -146,3 +146,27 @@ def test_same_merges_and_tokens_as_hugging_face(text, n):
         ours = ["".join(table[b] for b in bpe.vocab[i]) for i in bpe.encode(s)]
         assert ours == hf.encode(s).tokens
         assert hf.decode(hf.encode(s).ids) == bpe.decode(bpe.encode(s)) == s
+
+
+# ---- issue 10 -----------------------------------------------------------------------------------
+
+def test_bpe_rejects_bad_merges_and_non_int_num_merges():
+    with pytest.raises(ValueError, match=r"merge 0 uses id -1.*\[0, 256\)"):
+        BPETokenizer([(-1, 5)])  # was a KeyError
+    with pytest.raises(ValueError, match=r"merge 0 must be a pair of ids"):
+        BPETokenizer([(1, 2, 3)])
+    with pytest.raises(TypeError, match=r"merge 0 must hold int ids"):
+        BPETokenizer([(1.0, 2)])
+    bpe = BPETokenizer.train(TEXT, 5)
+    with pytest.raises(TypeError, match=r"num_merges must be an int.*1.5"):
+        bpe.encode("the cat", num_merges=1.5)  # was accepted
+    with pytest.raises(TypeError, match=r"num_merges must be an int.*2.0"):
+        BPETokenizer.train(TEXT, 2.0)
+
+
+def test_bpe_encodes_lone_surrogates_exactly():
+    """The docstring promises any text encodes: a lone surrogate used to raise UnicodeEncodeError."""
+    bpe = BPETokenizer.train(TEXT + "\ud800", 20)
+    for text in ("a\ud800b", "\udfff", "x\ud83d", "\ud83d\ude00 ok"):  # lone and a (Python-level) pair
+        assert bpe.decode(bpe.encode(text)) == text
+    assert bpe.decode([0xFF, ord("a")]) == "\ufffda"  # invalid UTF-8 still becomes U+FFFD
