@@ -159,6 +159,10 @@ def scaled_dot_product_attention(
     if backend == "math" or need_weights:
         out, weights = _math_attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
     else:
+        if not query.shape[:-2] == key.shape[:-2] == value.shape[:-2]:
+            # torch's kernels do not broadcast every combination (a mask with batch only from value
+            # fails), so expand the leading dims (views, no copy) to the common batch shape
+            query, key, value = (t.expand(*batch, *t.shape[-2:]) for t in (query, key, value))
         out = F.scaled_dot_product_attention(
             query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale
         )
