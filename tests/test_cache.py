@@ -204,3 +204,52 @@ def test_a_failed_first_encoder_decoder_step_leaves_the_cache_empty():
     with torch.no_grad():
         s2s.decode(torch.tensor([[1]]), other, cache=cache)  # not tied to the source of the failed step
     assert cache.seq_len == 1
+
+
+# ---- property-based: cached decoding equals recomputation, for random small models and steps ------
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+HAS_GQA = "n_kv_heads" in TransformerConfig.__dataclass_fields__
+
+
+@st.composite
+def model_and_steps(draw):
+    n_heads = draw(st.integers(1, 3))
+    head_dim = draw(st.sampled_from([2, 4]))
+    kw = dict(vocab_size=draw(st.integers(3, 20)), d_model=n_heads * head_dim, n_heads=n_heads,
+              n_layers=draw(st.integers(1, 3)), max_len=12,
+              positional=draw(st.sampled_from(["learned", "sinusoidal", "rope", "none"])),
+              activation=draw(st.sampled_from(["relu", "gelu", "gelu_tanh", "swiglu"])),
+              norm_first=draw(st.booleans()))
+    if HAS_GQA:  # grouped-query attention: the cache holds n_kv_heads heads
+        kw["n_kv_heads"] = draw(st.sampled_from([g for g in range(1, n_heads + 1) if n_heads % g == 0]))
+    kind = draw(st.sampled_from(["gpt", "seq2seq"]))
+    steps = draw(st.lists(st.integers(1, 4), min_size=1, max_size=6).filter(lambda s: sum(s) <= 12))
+    return TransformerConfig(**kw), kind, steps, draw(st.integers(0, 2**31 - 1)), draw(st.integers(1, 2))
+
+
+@given(model_and_steps())
+def test_property_cached_steps_equal_recomputation(case):
+    cfg, kind, steps, seed, B = case
+    torch.manual_seed(seed)
+    model = (GPT(cfg) if kind == "gpt" else EncoderDecoder(cfg)).eval()
+    ids = torch.randint(0, cfg.vocab_size, (B, sum(steps)))
+    cache, outs, start = KVCache(), [], 0
+    with torch.no_grad():
+        if kind == "gpt":
+            full = model(ids).logits
+            run = lambda x: model(x, cache=cache).logits  # noqa: E731
+        else:
+            memory, _, _ = model.encode(torch.randint(0, cfg.vocab_size, (B, 5)))
+            full = model.decode(ids, memory).logits
+            run = lambda x: model.decode(x, memory, cache=cache).logits  # noqa: E731
+        for n in steps:
+            outs.append(run(ids[:, start:start + n]))
+            start += n
+            assert cache.seq_len == start
+            assert all(cache.layer_len(i) == start for i in range(cfg.n_layers))
+    torch.testing.assert_close(torch.cat(outs, 1), full, atol=1e-5, rtol=1e-5)
+    kv_heads = getattr(cfg, "n_kv_heads", None) or cfg.n_heads
+    assert cache.nbytes == 2 * cfg.n_layers * B * start * kv_heads * cfg.head_dim * 4
