@@ -1,6 +1,7 @@
 """KVCache: the keys and values of past tokens, kept so decoding does not recompute them."""
 from __future__ import annotations
 
+import weakref
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping, Optional
 
@@ -30,8 +31,6 @@ class KVCache:
         self.keys: list[Tensor] = []    # per layer, (B, H, T, D)
         self.values: list[Tensor] = []
         self._cross: dict[int, tuple[Tensor, Tensor]] = {}
-        self._spec: Optional[dict[str, Any]] = None  # the model that filled it (see bind)
-        self._source: Optional[Tensor] = None        # the encoder output its cross entries came from
 
     def update(self, layer_idx: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Append k, v (B, H, T_new, D) to layer ``layer_idx``; return all held (B, H, T_total, D)."""
@@ -51,13 +50,29 @@ class KVCache:
             raise ValueError(f"layers must be filled in order: got layer {layer_idx}, cache has {len(self.keys)}")
         return self.keys[layer_idx], self.values[layer_idx]
 
+    # Which model (and source) filled a cache is bookkeeping, not contents: it is kept beside the
+    # cache, so that vars(cache) is still just keys, values and cross entries (chapter 9 checks it).
+    _bindings: "weakref.WeakKeyDictionary[KVCache, tuple[Optional[dict[str, Any]], Optional[Tensor]]]" = \
+        weakref.WeakKeyDictionary()
+
+    @property
+    def _spec(self) -> Optional[dict[str, Any]]:
+        return KVCache._bindings.get(self, (None, None))[0]
+
+    @property
+    def _source(self) -> Optional[Tensor]:
+        return KVCache._bindings.get(self, (None, None))[1]
+
+    def _bind_as(self, spec: Optional[dict[str, Any]], source: Optional[Tensor]) -> None:
+        KVCache._bindings[self] = (spec, source)
+
     def bind(self, spec: Mapping[str, Any], source: Optional[Tensor] = None) -> None:
         """Tie the cache to one model (``spec``: its name and sizes) and, for an encoder-decoder,
         to one source (the encoder output ``source`` (B, S, C)). The first call records them; a
         later call with other values is a ValueError that says what differs."""
         spec = dict(spec)
         if self._spec is None:
-            self._spec = spec
+            self._bind_as(spec, self._source)
         elif spec != self._spec:
             held = ", ".join(f"{k}={self._spec.get(k)!r}" for k in spec if spec[k] != self._spec.get(k))
             new = ", ".join(f"{k}={spec[k]!r}" for k in spec if spec[k] != self._spec.get(k))
@@ -66,7 +81,7 @@ class KVCache:
         if source is None:
             return
         if self._source is None:
-            self._source = source
+            self._bind_as(self._spec, source)
         elif source is not self._source and (source.shape != self._source.shape
                                              or not torch.equal(source, self._source)):
             raise ValueError(f"this KVCache holds cross-attention keys/values of another source (memory "
@@ -86,7 +101,8 @@ class KVCache:
             n = len(lengths)
             self.keys = [k[..., :t, :] for k, t in zip(self.keys[:n], lengths)]  # (B, H, t, D)
             self.values = [v[..., :t, :] for v, t in zip(self.values[:n], lengths)]
-            self._cross, self._spec, self._source = cross, spec, source
+            self._cross = cross
+            self._bind_as(spec, source)
             raise
 
     def layer_len(self, layer_idx: int) -> int:
@@ -117,7 +133,7 @@ class KVCache:
     def reset(self) -> None:
         """Forget everything (a new prompt or a new batch)."""
         self.keys, self.values, self._cross = [], [], {}
-        self._spec, self._source = None, None
+        self._bind_as(None, None)
 
     def __len__(self) -> int:
         return self.seq_len

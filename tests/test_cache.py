@@ -253,3 +253,16 @@ def test_property_cached_steps_equal_recomputation(case):
     torch.testing.assert_close(torch.cat(outs, 1), full, atol=1e-5, rtol=1e-5)
     kv_heads = getattr(cfg, "n_kv_heads", None) or cfg.n_heads
     assert cache.nbytes == 2 * cfg.n_layers * B * start * kv_heads * cfg.head_dim * 4
+
+
+def test_binding_is_not_part_of_what_the_cache_holds():
+    """Chapter 9 shows vars(cache): keys, values and cross entries, nothing else."""
+    model, cache = GPT(small_cfg()).eval(), KVCache()
+    with torch.no_grad():
+        model(torch.tensor([[1, 2]]), cache=cache)
+    assert set(vars(cache)) == {"keys", "values", "_cross"}
+    import copy
+    twin = copy.deepcopy(cache)  # a copy holds the same tokens and continues on its own
+    with torch.no_grad():
+        model(torch.tensor([[3]]), cache=twin)
+    assert twin.seq_len == 3 and cache.seq_len == 2
