@@ -6,8 +6,9 @@ for the API contract; every name below is part of it.
 from .attention import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
 from .cache import KVCache
 from .config import TransformerConfig
-from .generation import sample_next
+from .generation import sample_next, top_p_filter
 from .layers import DecoderLayer, Embeddings, EncoderLayer, FeedForward
+from .norms import RMSNorm
 from .models import GPT, Encoder, EncoderDecoder, ModelOutput
 from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding, sinusoidal_table
 from .interop import mha_from_torch, mha_to_torch
@@ -17,6 +18,7 @@ from .utils import default_device, seed_everything
 from .tokenizers import BPETokenizer, CharTokenizer
 from .data import load_corpus
 from .pretrained import WordPieceTokenizer, encoder_from_hf, gpt_from_hf, load_minilm, mean_pool, sentence_embeddings
+from .tiny_gpt import load_tiny_gpt, save_tiny_gpt, train_tiny_gpt
 from . import viz
 
 __version__ = "0.1.0"

@@ -32,8 +32,8 @@ def _check_tensor(name: str, t: Any) -> None:
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
 
 
-def _check_inputs(query: Tensor, key: Tensor, value: Tensor) -> tuple[int, ...]:
-    """Validate Q/K/V shapes; return the broadcast batch shape."""
+def _check_inputs(query: Tensor, key: Tensor, value: Tensor, enable_gqa: bool = False) -> tuple[int, ...]:
+    """Validate Q/K/V shapes; return the broadcast batch shape (of the queries' heads under GQA)."""
     for name, t in (("query", query), ("key", key), ("value", value)):
         _check_tensor(name, t)
     if not query.dtype == key.dtype == value.dtype:
@@ -43,6 +43,8 @@ def _check_inputs(query: Tensor, key: Tensor, value: Tensor) -> tuple[int, ...]:
         )
     if query.shape[-1] < 1:
         raise ValueError(f"query and key need a width d_k of at least 1, got query {tuple(query.shape)}")
+    if enable_gqa:
+        return _check_gqa(query, key, value)
     if query.shape[-1] != key.shape[-1]:
         raise ValueError(
             f"query and key must have the same width d_k to be compared: query is {tuple(query.shape)} "
@@ -61,6 +63,34 @@ def _check_inputs(query: Tensor, key: Tensor, value: Tensor) -> tuple[int, ...]:
             f"value {tuple(value.shape)} do not broadcast together"
         ) from None
     return tuple(batch)
+
+
+def _check_gqa(query: Tensor, key: Tensor, value: Tensor) -> tuple[int, ...]:
+    """Grouped-query shapes: query (..., Hq, Tq, D), key/value (..., G, Tk, D) with Hq % G == 0."""
+    if min(query.dim(), key.dim(), value.dim()) < 3:
+        raise ValueError(
+            f"enable_gqa=True needs a head dim: query (..., Hq, Tq, D) and key/value (..., G, Tk, D); got "
+            f"query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
+        )
+    hq, hk, hv = query.shape[-3], key.shape[-3], value.shape[-3]
+    if hk != hv or hq % hk != 0:
+        raise ValueError(
+            f"enable_gqa=True needs key and value to have the same number of heads G dividing the "
+            f"query heads Hq: got Hq={hq} (query {tuple(query.shape)}), key heads {hk}, value heads {hv}"
+        )
+    if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
+        raise ValueError(
+            f"query and key must have the same width d_k, and key and value the same length Tk: got "
+            f"query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
+        )
+    try:
+        lead = torch.broadcast_shapes(query.shape[:-3], key.shape[:-3], value.shape[:-3])
+    except RuntimeError:
+        raise ValueError(
+            f"the batch dims (before the head dim) of query {tuple(query.shape)}, key {tuple(key.shape)} "
+            f"and value {tuple(value.shape)} do not broadcast together"
+        ) from None
+    return (*lead, hq)
 
 
 def _check_mask(attn_mask: Tensor, scores_shape: tuple[int, ...]) -> None:
@@ -100,6 +130,7 @@ def scaled_dot_product_attention(
     *,
     need_weights: bool = False,
     backend: str = "auto",
+    enable_gqa: bool = False,
 ) -> tuple[Tensor, Optional[Tensor]]:
     """Attention(Q, K, V) = softmax(Q K^T * scale + M) V.
 
@@ -114,6 +145,9 @@ def scaled_dot_product_attention(
         need_weights: also return the (..., Tq, Tk) attention weights (the math path).
         backend: "math", "sdpa" (torch's fused kernel, no weights) or "auto" (sdpa unless weights
             are needed).
+        enable_gqa: grouped-query attention, as in torch: query (..., Hq, Tq, Dk) and key/value
+            (..., G, Tk, D) with Hq % G == 0; query head h reads key/value head h // (Hq / G). The
+            sdpa path passes it to torch (no copy of K/V); the math path repeats K/V per query head.
 
     Returns:
         (out (..., Tq, Dv), weights (..., Tq, Tk) or None). Fully masked query rows are zeros.
@@ -125,7 +159,7 @@ def scaled_dot_product_attention(
             "backend='sdpa' cannot return weights (the fused kernel never forms them); "
             "use backend='math' or 'auto' with need_weights=True"
         )
-    batch = _check_inputs(query, key, value)
+    batch = _check_inputs(query, key, value, enable_gqa)
     tq, tk = query.shape[-2], key.shape[-2]
     scores_shape = (*batch, tq, tk)
     if is_causal:
@@ -157,14 +191,22 @@ def scaled_dot_product_attention(
             dead = None
 
     if backend == "math" or need_weights:
+        if enable_gqa and key.shape[-3] != query.shape[-3]:
+            # query head h reads key/value head h // group: each K/V head repeated `group` times in a row
+            group = query.shape[-3] // key.shape[-3]
+            key = key.repeat_interleave(group, dim=-3)  # (..., G, Tk, D) -> (..., Hq, Tk, D)
+            value = value.repeat_interleave(group, dim=-3)
         out, weights = _math_attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
     else:
-        if not query.shape[:-2] == key.shape[:-2] == value.shape[:-2]:
+        keep = 3 if enable_gqa else 2  # under GQA the head counts differ: expand only the dims before them
+        if not query.shape[:-keep] == key.shape[:-keep] == value.shape[:-keep]:
             # torch's kernels do not broadcast every combination (a mask with batch only from value
             # fails), so expand the leading dims (views, no copy) to the common batch shape
-            query, key, value = (t.expand(*batch, *t.shape[-2:]) for t in (query, key, value))
+            lead = batch[:len(batch) + 2 - keep]
+            query, key, value = (t.expand(*lead, *t.shape[-keep:]) for t in (query, key, value))
         out = F.scaled_dot_product_attention(
-            query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale
+            query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+            enable_gqa=enable_gqa,
         )
         weights = None
     if dead is not None:
@@ -237,9 +279,14 @@ def padding_mask(token_ids: Tensor, pad_id: int) -> Tensor:
 class MultiHeadAttention(nn.Module):
     """h heads of scaled dot-product attention in parallel, concatenated, then mixed by W_O.
 
+    With ``n_kv_heads`` = G < H (grouped-query attention; G = 1 is multi-query) the keys and values
+    have only G heads, ``k_proj``/``v_proj`` map C -> G * D, and query head h reads key/value head
+    h // (H / G). Fewer key/value heads mean a smaller KV cache; the weights are still per query head.
+
     Args:
         d_model: model width C; must be divisible by n_heads.
-        n_heads: number of heads H; each head has width D = C / H.
+        n_heads: number of (query) heads H; each head has width D = C / H.
+        n_kv_heads: number of key/value heads G (None = H); H must be divisible by G.
         bias: bias in the four projections.
         dropout: dropout on the attention weights (training only).
 
@@ -248,7 +295,8 @@ class MultiHeadAttention(nn.Module):
         Returns out (B, Tq, C) and weights (B, H, Tq, Tk) when need_weights, else None.
     """
 
-    def __init__(self, d_model: int, n_heads: int, *, bias: bool = True, dropout: float = 0.0) -> None:
+    def __init__(self, d_model: int, n_heads: int, *, n_kv_heads: Optional[int] = None, bias: bool = True,
+                 dropout: float = 0.0) -> None:
         super().__init__()
         for name, n in (("d_model", d_model), ("n_heads", n_heads)):
             if isinstance(n, bool) or not isinstance(n, int):
@@ -262,17 +310,27 @@ class MultiHeadAttention(nn.Module):
                 f"d_model={d_model} is not divisible by n_heads={n_heads}: each head needs an equal "
                 f"share D = d_model / n_heads; pick n_heads among the divisors of {d_model}"
             )
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        if isinstance(n_kv_heads, bool) or not isinstance(n_kv_heads, int) or n_kv_heads < 1 or n_heads % n_kv_heads:
+            raise ValueError(
+                f"n_heads={n_heads} must be divisible by n_kv_heads={n_kv_heads!r} (a positive int): each "
+                f"key/value head serves an equal group of query heads; pick a divisor of {n_heads}"
+            )
         self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
+        self.n_kv_heads = n_kv_heads
         self.dropout = dropout
+        kv_width = n_kv_heads * self.head_dim  # G * D (= C for multi-head attention)
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, kv_width, bias=bias)
+        self.v_proj = nn.Linear(d_model, kv_width, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
     def split_heads(self, t: Tensor) -> Tensor:
-        """(B, T, C) -> (B, H, T, D). The transpose matters: a bare view would cut across tokens."""
-        B, T, _ = t.shape
-        return t.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, D)
+        """(B, T, H * D) -> (B, H, T, D). The transpose matters: a bare view would cut across tokens.
+
+        Also splits keys/values (B, T, G * D) -> (B, G, T, D): the head count is read off the width."""
+        B, T, width = t.shape
+        return t.view(B, T, width // self.head_dim, self.head_dim).transpose(1, 2)  # (B, H, T, D)
 
     def merge_heads(self, t: Tensor) -> Tensor:
         """(B, H, T, D) -> (B, T, C): heads side by side (concatenation, not a sum)."""
@@ -314,7 +372,7 @@ class MultiHeadAttention(nn.Module):
         B, Tq, _ = x.shape
         q = self.split_heads(self.q_proj(x))  # (B, H, Tq, D)
         if context is None:  # self-attention
-            k = self.split_heads(self.k_proj(x))  # (B, H, Tq, D)
+            k = self.split_heads(self.k_proj(x))  # (B, G, Tq, D)
             v = self.split_heads(self.v_proj(x))
             if rope is not None:
                 if positions is None:
@@ -322,7 +380,7 @@ class MultiHeadAttention(nn.Module):
                     positions = torch.arange(start, start + Tq, device=x.device)
                 q, k = rope(q, positions), rope(k, positions)
             if cache is not None:
-                k, v = cache.update(layer_idx, k, v)  # (B, H, T_total, D)
+                k, v = cache.update(layer_idx, k, v)  # (B, G, T_total, D): the cache holds G heads
         else:  # cross-attention: keys and values come from the other sequence
             if cache is not None and cache.has_cross(layer_idx):
                 k, v = cache.get_cross(layer_idx)
@@ -330,7 +388,7 @@ class MultiHeadAttention(nn.Module):
                 self._check_input("context", context)
                 if context.shape[0] != B:
                     raise ValueError(f"x has batch {B} but context has batch {context.shape[0]}")
-                k = self.split_heads(self.k_proj(context))  # (B, H, Tk, D)
+                k = self.split_heads(self.k_proj(context))  # (B, G, Tk, D)
                 v = self.split_heads(self.v_proj(context))
                 if cache is not None:
                     cache.set_cross(layer_idx, k, v)
@@ -353,5 +411,6 @@ class MultiHeadAttention(nn.Module):
         out, weights = scaled_dot_product_attention(
             q, k, v, attn_mask=attn_mask, dropout_p=self.dropout if self.training else 0.0,
             is_causal=is_causal, need_weights=need_weights, backend=backend,
+            enable_gqa=self.n_kv_heads != self.n_heads,
         )  # out (B, H, Tq, D), weights (B, H, Tq, Tk)
         return self.out_proj(self.merge_heads(out)), weights

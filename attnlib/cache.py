@@ -24,11 +24,13 @@ class KVCache:
     Attributes:
         seq_len: tokens held (in layer 0).
         nbytes: bytes of the self-attention keys and values held for those tokens
-            = 2 x n_layers x B x seq_len x d_model x element size.
+            = 2 x n_layers x B x seq_len x n_kv_heads x head_dim x element size
+            (= 2 x n_layers x B x seq_len x d_model x element size for multi-head attention, where
+            n_kv_heads = n_heads; grouped-query attention stores only the n_kv_heads key/value heads).
     """
 
     def __init__(self) -> None:
-        self.keys: list[Tensor] = []    # per layer, (B, H, T, D)
+        self.keys: list[Tensor] = []    # per layer, (B, G, T, D): G = n_kv_heads key/value heads
         self.values: list[Tensor] = []
         self._cross: dict[int, tuple[Tensor, Tensor]] = {}
 

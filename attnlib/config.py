@@ -6,6 +6,7 @@ from typing import Optional
 
 POSITIONALS = ("learned", "sinusoidal", "rope", "none")
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "swiglu")
+NORMS = ("layernorm", "rmsnorm")
 
 
 @dataclass
@@ -35,6 +36,11 @@ class TransformerConfig:
     type_vocab_size: int = 0     # > 0: token-type (segment) embeddings added to the input (BERT: 2)
     embedding_norm: bool = False  # LayerNorm right after the embedding sum (BERT)
     pad_id: Optional[int] = None  # padding token id (its embedding row gets no special treatment)
+    # Modern decoders (Llama, Mistral, Qwen, SmolLM2):
+    n_kv_heads: Optional[int] = None  # G key/value heads; None -> n_heads (multi-head attention),
+    # 1 = multi-query, 1 < G < H = grouped-query: query head h reads key/value head h // (H / G)
+    norm: str = "layernorm"   # "layernorm" | "rmsnorm" (Llama: no mean subtraction, no bias); eps is layer_norm_eps
+    rope_base: float = 10000.0  # RoPE base theta (positional="rope"); Llama 3 uses 500000
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"):
@@ -50,6 +56,20 @@ class TransformerConfig:
                 f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}: each head needs an "
                 f"equal share D = d_model / n_heads"
             )
+        if self.n_kv_heads is None:
+            self.n_kv_heads = self.n_heads
+        if isinstance(self.n_kv_heads, bool) or not isinstance(self.n_kv_heads, int) or self.n_kv_heads < 1:
+            raise ValueError(f"n_kv_heads must be a positive int (or None for n_heads), got n_kv_heads={self.n_kv_heads!r}")
+        if self.n_heads % self.n_kv_heads != 0:
+            raise ValueError(
+                f"n_heads={self.n_heads} is not divisible by n_kv_heads={self.n_kv_heads}: each key/value head "
+                f"serves an equal group of n_heads / n_kv_heads query heads; pick n_kv_heads among the "
+                f"divisors of {self.n_heads}"
+            )
+        if self.norm not in NORMS:
+            raise ValueError(f"unknown norm {self.norm!r}; choose one of {', '.join(map(repr, NORMS))}")
+        if isinstance(self.rope_base, bool) or not isinstance(self.rope_base, (int, float)) or not self.rope_base > 0:
+            raise ValueError(f"rope_base must be a positive number (RoPE's theta, e.g. 10000.0), got rope_base={self.rope_base!r}")
         if self.positional not in POSITIONALS:
             raise ValueError(f"unknown positional {self.positional!r}; choose one of {', '.join(map(repr, POSITIONALS))}")
         if self.activation not in ACTIVATIONS:

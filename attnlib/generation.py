@@ -28,13 +28,34 @@ def eval_no_grad(model: nn.Module) -> Iterator[None]:
         model.train(was_training)
 
 
-def check_sampling(temperature: float, top_k: Optional[int]) -> None:
+def check_sampling(temperature: float, top_k: Optional[int], top_p: Optional[float] = None) -> None:
     if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
         raise TypeError(f"temperature must be a number >= 0 (0 means greedy), got {temperature!r}")
     if not temperature >= 0:
         raise ValueError(f"temperature must be >= 0 (0 means greedy), got {temperature}")
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
         raise ValueError(f"top_k must be a positive int or None, got {top_k!r}")
+    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float))
+                              or not 0 < top_p <= 1):
+        raise ValueError(f"top_p must be a number in (0, 1] or None (1 keeps every token), got top_p={top_p!r}")
+
+
+def top_p_filter(logits: Tensor, top_p: float) -> Tensor:
+    """Nucleus filter: keep the smallest set of tokens whose probability sums to >= top_p.
+
+    Tokens are ranked by probability; a token is kept when the mass of the tokens ranked strictly
+    above it is still below top_p, so the most likely token is always kept. The others get -inf.
+
+    Shapes:
+        logits (B, V) -> (B, V).
+    """
+    check_sampling(1.0, None, top_p)
+    sorted_logits, order = torch.sort(logits, dim=-1, descending=True)  # (B, V), most likely first
+    probs = torch.softmax(sorted_logits, dim=-1)
+    mass_before = torch.cumsum(probs, dim=-1) - probs  # (B, V): mass ranked strictly above each token
+    drop_sorted = mass_before >= top_p  # the set already reached top_p without this token
+    drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to vocabulary order
+    return logits.masked_fill(drop, float("-inf"))
 
 
 def check_logits(logits: Tensor) -> None:
@@ -60,16 +81,18 @@ def check_max_new_tokens(max_new_tokens: int, prompt_len: int, max_len: int) -> 
 
 
 def sample_next(logits: Tensor, *, temperature: float = 1.0, top_k: Optional[int] = None,
-                generator: Optional[torch.Generator] = None) -> Tensor:
+                top_p: Optional[float] = None, generator: Optional[torch.Generator] = None) -> Tensor:
     """Pick one token per row from next-token logits.
 
     temperature 0 is greedy (argmax); otherwise softmax(logits / temperature), restricted to the
-    top_k most likely tokens when top_k is given, sampled with ``generator``.
+    top_k most likely tokens when top_k is given, then to the nucleus (the smallest set of tokens
+    whose probability sums to >= top_p, see :func:`top_p_filter`) when top_p is given, sampled
+    with ``generator``.
 
     Shapes:
         logits (B, V) -> (B, 1) long.
     """
-    check_sampling(temperature, top_k)
+    check_sampling(temperature, top_k, top_p)
     logits = logits.float()  # sample in float32 even for a bf16 model
     check_logits(logits)
     if temperature == 0:
@@ -82,6 +105,8 @@ def sample_next(logits: Tensor, *, temperature: float = 1.0, top_k: Optional[int
     if top_k is not None and top_k < logits.shape[-1]:
         kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # (B, 1): the k-th largest logit
         logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p is not None and top_p < 1:
+        logits = top_p_filter(logits, top_p)  # on the tempered, top-k-filtered distribution
     probs = torch.softmax(logits, dim=-1)  # (B, V)
     if generator is not None and generator.device != probs.device:
         # a CPU generator cannot drive a CUDA multinomial: sample where the generator lives
@@ -91,18 +116,19 @@ def sample_next(logits: Tensor, *, temperature: float = 1.0, top_k: Optional[int
 
 def generate_decoder_only(model: Any, input_ids: Tensor, max_new_tokens: int, *, temperature: float,
                           top_k: Optional[int], use_cache: bool,
-                          generator: Optional[torch.Generator]) -> Tensor:
+                          generator: Optional[torch.Generator], top_p: Optional[float] = None) -> Tensor:
     """The GPT loop (see :meth:`attnlib.GPT.generate`). Returns (B, T + max_new_tokens)."""
     model.check_ids(input_ids)
     check_max_new_tokens(max_new_tokens, input_ids.shape[1], model.cfg.max_len)
-    check_sampling(temperature, top_k)
+    check_sampling(temperature, top_k, top_p)
     ids = input_ids.to(torch.long, copy=True)  # never the caller's tensor, even for 0 new tokens
     with eval_no_grad(model):
         cache = KVCache() if use_cache else None
         step_input = ids  # the whole prompt first, then one token at a time when cached
         for _ in range(max_new_tokens):
             logits = model(step_input, cache=cache).logits[:, -1, :]  # (B, V)
-            nxt = sample_next(logits, temperature=temperature, top_k=top_k, generator=generator)  # (B, 1)
+            nxt = sample_next(logits, temperature=temperature, top_k=top_k, top_p=top_p,
+                              generator=generator)  # (B, 1)
             ids = torch.cat([ids, nxt], dim=1)  # (B, T + 1)
             step_input = nxt if use_cache else ids
     return ids
@@ -111,7 +137,7 @@ def generate_decoder_only(model: Any, input_ids: Tensor, max_new_tokens: int, *,
 def generate_encoder_decoder(model: Any, src_ids: Tensor, max_new_tokens: int, *, bos_id: int,
                              eos_id: Optional[int], temperature: float, top_k: Optional[int],
                              use_cache: bool, generator: Optional[torch.Generator],
-                             src_attention_mask: Optional[Tensor]) -> Tensor:
+                             src_attention_mask: Optional[Tensor], top_p: Optional[float] = None) -> Tensor:
     """The seq2seq loop (see :meth:`attnlib.EncoderDecoder.generate`). Returns (B, 1 + n)."""
     vocab = model.cfg.vocab_size
     for name, tok in (("bos_id", bos_id), ("eos_id", eos_id)):
@@ -123,7 +149,7 @@ def generate_encoder_decoder(model: Any, src_ids: Tensor, max_new_tokens: int, *
             raise ValueError(f"{name}={int(tok)} is outside [0, vocab_size={vocab})")
     bos_id, eos_id = int(bos_id), (None if eos_id is None else int(eos_id))
     check_max_new_tokens(max_new_tokens, 1, model.cfg.max_len)
-    check_sampling(temperature, top_k)
+    check_sampling(temperature, top_k, top_p)
     with eval_no_grad(model):
         memory, memory_mask, _ = model.encode(src_ids, src_attention_mask=src_attention_mask)  # once
         B = src_ids.shape[0]
@@ -135,7 +161,8 @@ def generate_encoder_decoder(model: Any, src_ids: Tensor, max_new_tokens: int, *
         step_input = ids
         for _ in range(max_new_tokens):
             logits = model.decode(step_input, memory, memory_mask=memory_mask, cache=cache).logits[:, -1, :]
-            nxt = sample_next(logits, temperature=temperature, top_k=top_k, generator=generator)  # (B, 1)
+            nxt = sample_next(logits, temperature=temperature, top_k=top_k, top_p=top_p,
+                              generator=generator)  # (B, 1)
             if eos_id is not None:
                 nxt = nxt.masked_fill(finished[:, None], eos_id)  # finished rows keep emitting eos
                 finished = finished | (nxt[:, 0] == eos_id)

@@ -34,6 +34,7 @@ from torch import Tensor, nn
 
 from .attention import MultiHeadAttention
 from .config import ACTIVATIONS, TransformerConfig
+from .norms import make_norm
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 
 
@@ -80,7 +81,8 @@ class EncoderLayer(nn.Module):
 
     Args:
         d_model, n_heads, d_ff: sizes C, H and the FFN width.
-        activation, norm_first, dropout, bias, layer_norm_eps: as in TransformerConfig.
+        activation, norm_first, dropout, bias, layer_norm_eps, n_kv_heads, norm: as in
+        TransformerConfig (``norm`` "layernorm" | "rmsnorm", with eps ``layer_norm_eps``).
 
     Shapes:
         x (B, T, C) -> (B, T, C); weights (B, H, T, T) when need_weights.
@@ -88,19 +90,21 @@ class EncoderLayer(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, *, activation: str = "gelu",
                  norm_first: bool = True, dropout: float = 0.0, bias: bool = True,
-                 layer_norm_eps: float = 1e-5) -> None:
+                 layer_norm_eps: float = 1e-5, n_kv_heads: Optional[int] = None,
+                 norm: str = "layernorm") -> None:
         super().__init__()
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads, bias=bias, dropout=dropout)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv_heads, bias=bias, dropout=dropout)
         self.ffn = FeedForward(d_model, d_ff, activation, bias, dropout)
-        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.norm1 = make_norm(norm, d_model, layer_norm_eps)
+        self.norm2 = make_norm(norm, d_model, layer_norm_eps)
         self.drop = nn.Dropout(dropout)
 
     @classmethod
     def from_config(cls, cfg: TransformerConfig) -> "EncoderLayer":
         return cls(cfg.d_model, cfg.n_heads, cfg.d_ff, activation=cfg.activation, norm_first=cfg.norm_first,
-                   dropout=cfg.dropout, bias=cfg.bias, layer_norm_eps=cfg.layer_norm_eps)
+                   dropout=cfg.dropout, bias=cfg.bias, layer_norm_eps=cfg.layer_norm_eps,
+                   n_kv_heads=cfg.n_kv_heads, norm=cfg.norm)
 
     def forward(self, x: Tensor, *, attn_mask: Optional[Tensor] = None, need_weights: bool = False,
                 rope: Optional[nn.Module] = None, positions: Optional[Tensor] = None,
@@ -138,25 +142,27 @@ class DecoderLayer(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, *, cross_attention: bool = False,
                  activation: str = "gelu", norm_first: bool = True, dropout: float = 0.0, bias: bool = True,
-                 layer_norm_eps: float = 1e-5) -> None:
+                 layer_norm_eps: float = 1e-5, n_kv_heads: Optional[int] = None,
+                 norm: str = "layernorm") -> None:
         super().__init__()
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads, bias=bias, dropout=dropout)
-        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv_heads, bias=bias, dropout=dropout)
+        self.norm1 = make_norm(norm, d_model, layer_norm_eps)
         if cross_attention:
-            self.cross_attn = MultiHeadAttention(d_model, n_heads, bias=bias, dropout=dropout)
-            self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+            self.cross_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv_heads, bias=bias,
+                                                 dropout=dropout)
+            self.norm2 = make_norm(norm, d_model, layer_norm_eps)
         else:
             self.cross_attn, self.norm2 = None, None
         self.ffn = FeedForward(d_model, d_ff, activation, bias, dropout)
-        self.norm3 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.norm3 = make_norm(norm, d_model, layer_norm_eps)
         self.drop = nn.Dropout(dropout)
 
     @classmethod
     def from_config(cls, cfg: TransformerConfig, cross_attention: bool = False) -> "DecoderLayer":
         return cls(cfg.d_model, cfg.n_heads, cfg.d_ff, cross_attention=cross_attention,
                    activation=cfg.activation, norm_first=cfg.norm_first, dropout=cfg.dropout,
-                   bias=cfg.bias, layer_norm_eps=cfg.layer_norm_eps)
+                   bias=cfg.bias, layer_norm_eps=cfg.layer_norm_eps, n_kv_heads=cfg.n_kv_heads, norm=cfg.norm)
 
     def forward(self, x: Tensor, memory: Optional[Tensor] = None, *, attn_mask: Optional[Tensor] = None,
                 memory_mask: Optional[Tensor] = None, cache: Any = None, layer_idx: int = 0,
@@ -208,7 +214,8 @@ class Embeddings(nn.Module):
 
     Attributes (weight names that loaders rely on): ``tok_emb`` (vocab, C); ``pos_emb`` a
     LearnedPositionalEmbedding (``.weight`` (max_len, C)), a SinusoidalPositionalEncoding, or
-    None for "rope"/"none"; ``type_emb`` (type_vocab_size, C) or None; ``norm`` or None.
+    None for "rope"/"none"; ``type_emb`` (type_vocab_size, C) or None; ``norm`` (the config's
+    ``norm`` kind) or None.
 
     Shapes:
         input_ids (B, T) long, positions (T,) long, token_type_ids (B, T) long -> (B, T, C).
@@ -224,7 +231,7 @@ class Embeddings(nn.Module):
         else:  # "rope" rotates q/k inside attention; "none" has no positions at all
             self.pos_emb = None
         self.type_emb = nn.Embedding(cfg.type_vocab_size, cfg.d_model) if cfg.type_vocab_size > 0 else None
-        self.norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.embedding_norm else None
+        self.norm = make_norm(cfg.norm, cfg.d_model, cfg.layer_norm_eps) if cfg.embedding_norm else None
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, input_ids: Tensor, positions: Tensor, token_type_ids: Optional[Tensor] = None) -> Tensor:

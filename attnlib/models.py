@@ -3,7 +3,7 @@ EncoderDecoder (the 2017 translation model).
 
 Parameter names (loaders rely on them): ``embed.tok_emb``, ``embed.pos_emb``, ``embed.type_emb``,
 ``embed.norm`` (see :class:`attnlib.layers.Embeddings`), ``layers.{i}.*`` (see
-:mod:`attnlib.layers`), ``norm_f`` (final LayerNorm, pre-norm stacks only: a post-norm stack
+:mod:`attnlib.layers`), ``norm_f`` (final norm, pre-norm stacks only: a post-norm stack
 already ends in a norm), ``lm_head`` (bias-free, its weight tied to ``embed.tok_emb.weight``
 when ``tie_weights``). EncoderDecoder: ``encoder.*`` (an :class:`Encoder`, whose ``embed`` the
 decoder shares), ``decoder_layers.{i}.*``, ``decoder_norm_f``, ``lm_head``.
@@ -21,6 +21,7 @@ from .cache import cache_step
 from .config import TransformerConfig
 from .generation import generate_decoder_only, generate_encoder_decoder
 from .layers import DecoderLayer, Embeddings, EncoderLayer
+from .norms import RMSNorm, make_norm
 from .positional import RotaryEmbedding
 
 IGNORE_INDEX = -100  # targets equal to this are left out of the loss (PyTorch's default)
@@ -78,6 +79,8 @@ def init_weights(module: nn.Module) -> None:
     elif isinstance(module, nn.LayerNorm):
         nn.init.ones_(module.weight)
         nn.init.zeros_(module.bias)
+    elif isinstance(module, RMSNorm):
+        nn.init.ones_(module.weight)
 
 
 def lm_loss(logits: Tensor, targets: Optional[Tensor], vocab_size: int) -> Optional[Tensor]:
@@ -100,7 +103,7 @@ def lm_loss(logits: Tensor, targets: Optional[Tensor], vocab_size: int) -> Optio
 
 
 def _rope(cfg: TransformerConfig) -> Optional[RotaryEmbedding]:
-    return RotaryEmbedding(cfg.head_dim) if cfg.positional == "rope" else None
+    return RotaryEmbedding(cfg.head_dim, base=cfg.rope_base) if cfg.positional == "rope" else None
 
 
 class GPT(nn.Module):
@@ -120,7 +123,7 @@ class GPT(nn.Module):
         self.embed = Embeddings(cfg)
         self.rope = _rope(cfg)
         self.layers = nn.ModuleList(DecoderLayer.from_config(cfg) for _ in range(cfg.n_layers))
-        self.norm_f = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.norm_first else None
+        self.norm_f = make_norm(cfg.norm, cfg.d_model, cfg.layer_norm_eps) if cfg.norm_first else None
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.apply(init_weights)
         if cfg.tie_weights:  # one matrix maps ids -> vectors and vectors -> logits
@@ -155,18 +158,21 @@ class GPT(nn.Module):
                                attentions=attentions, hidden_states=x)
 
     def generate(self, input_ids: Tensor, max_new_tokens: int, *, temperature: float = 1.0,
-                 top_k: Optional[int] = None, use_cache: bool = True,
+                 top_k: Optional[int] = None, top_p: Optional[float] = None, use_cache: bool = True,
                  generator: Optional[torch.Generator] = None) -> Tensor:
         """Extend each prompt by max_new_tokens tokens (temperature 0 = greedy).
 
+        Sampling: logits / temperature, then the top_k most likely tokens, then the nucleus (the
+        smallest set whose probability sums to >= top_p), then a draw with ``generator``.
         Returns (B, T + max_new_tokens) including the prompt. Runs under no_grad in eval mode and
         restores the training flag."""
         return generate_decoder_only(self, input_ids, max_new_tokens, temperature=temperature, top_k=top_k,
-                                     use_cache=use_cache, generator=generator)
+                                     top_p=top_p, use_cache=use_cache, generator=generator)
 
     @classmethod
     def from_hf(cls, hf_model: Any) -> "GPT":
-        """A GPT with the same logits as a transformers GPT2LMHeadModel (attnlib.pretrained.hf).
+        """A GPT with the same logits as a transformers GPT2LMHeadModel or LlamaForCausalLM
+        (attnlib.pretrained.hf).
 
         attnlib.pretrained depends on this module, not the other way round: imported when called."""
         from .pretrained.hf import gpt_from_hf
@@ -196,7 +202,7 @@ class Encoder(nn.Module):
         self.embed = Embeddings(cfg)
         self.rope = _rope(cfg)
         self.layers = nn.ModuleList(EncoderLayer.from_config(cfg) for _ in range(cfg.n_layers))
-        self.norm_f = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.norm_first else None
+        self.norm_f = make_norm(cfg.norm, cfg.d_model, cfg.layer_norm_eps) if cfg.norm_first else None
         self.apply(init_weights)
 
     def forward(self, input_ids: Tensor, *, attention_mask: Optional[Tensor] = None,
@@ -247,7 +253,7 @@ class EncoderDecoder(nn.Module):
         self.encoder = Encoder(cfg)
         self.decoder_layers = nn.ModuleList(DecoderLayer.from_config(cfg, cross_attention=True)
                                             for _ in range(cfg.n_layers))
-        self.decoder_norm_f = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.norm_first else None
+        self.decoder_norm_f = make_norm(cfg.norm, cfg.d_model, cfg.layer_norm_eps) if cfg.norm_first else None
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.apply(init_weights)
         if cfg.tie_weights:
@@ -312,12 +318,14 @@ class EncoderDecoder(nn.Module):
     def generate(self, src_ids: Tensor, max_new_tokens: int, *, bos_id: int, eos_id: Optional[int] = None,
                  temperature: float = 0.0, use_cache: bool = True, top_k: Optional[int] = None,
                  generator: Optional[torch.Generator] = None,
-                 src_attention_mask: Optional[Tensor] = None) -> Tensor:
+                 src_attention_mask: Optional[Tensor] = None, top_p: Optional[float] = None) -> Tensor:
         """Translate: start from bos_id, add tokens until every row has produced eos_id (rows
         that finished earlier are filled with eos_id) or max_new_tokens were added.
 
         The encoder runs once; with use_cache each decoder layer computes the cross-attention
-        keys/values of the source once and reuses them. Returns (B, 1 + n), n <= max_new_tokens."""
+        keys/values of the source once and reuses them. temperature, top_k, top_p: as in GPT.generate.
+        Returns (B, 1 + n), n <= max_new_tokens."""
         return generate_encoder_decoder(self, src_ids, max_new_tokens, bos_id=bos_id, eos_id=eos_id,
                                         temperature=temperature, top_k=top_k, use_cache=use_cache,
-                                        generator=generator, src_attention_mask=src_attention_mask)
+                                        generator=generator, src_attention_mask=src_attention_mask,
+                                        top_p=top_p)

@@ -296,3 +296,145 @@ def test_conversion_refuses_leftover_or_missing_parameters():
     sd = dict(_small_bert().state_dict())
     with pytest.raises(KeyError, match="encoder.layer.2"):  # a checkpoint with fewer layers than the config
         pretrained._bert_state(sd, n_layers=3)
+
+
+# ---------------------------------------------------------------------------------------------
+# Llama (grouped-query attention, RoPE base 1e5, RMSNorm, SwiGLU) from a small random model
+# ---------------------------------------------------------------------------------------------
+LLAMA_TOL = dict(atol=1e-5, rtol=0)
+
+
+def _small_llama(tie: bool, **kw):
+    cfg = transformers.LlamaConfig(vocab_size=61, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=40,
+                                   rope_theta=1e5, rms_norm_eps=1e-6, tie_word_embeddings=tie,
+                                   initializer_range=0.2, bos_token_id=None, eos_token_id=None,
+                                   pad_token_id=None, **kw)
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    with torch.no_grad():  # RMSNorm gains away from 1, so a misplaced norm would show
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.add_(0.3 * torch.randn_like(p))
+    return model
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("tie", [True, False])
+def test_gpt_from_hf_matches_llama(tie):
+    hf = _small_llama(tie)
+    gpt = attnlib.GPT.from_hf(hf)
+    cfg = gpt.cfg
+    assert (cfg.n_kv_heads, cfg.norm, cfg.rope_base, cfg.activation, cfg.tie_weights) == (2, "rmsnorm", 1e5,
+                                                                                          "swiglu", tie)
+    assert isinstance(gpt.norm_f, attnlib.RMSNorm) and gpt.layers[0].self_attn.k_proj.out_features == 16
+    assert (gpt.lm_head.weight is gpt.embed.tok_emb.weight) == tie
+    ids = torch.randint(0, 61, (2, 13), generator=torch.Generator().manual_seed(1))
+    ours = gpt(ids, need_weights=True)
+    ref = hf(ids, output_attentions=True)
+    torch.testing.assert_close(ours.logits, ref.logits, **LLAMA_TOL)
+    for a, b in zip(ours.attentions, ref.attentions, strict=True):  # per query head: (B, 4, T, T)
+        torch.testing.assert_close(a, b, **LLAMA_TOL)
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("biases", [(True, False), (False, True), (True, True)])
+def test_gpt_from_hf_matches_llama_with_biases(biases):
+    """attnlib has one bias switch; a bias-free group gets zero biases, which is exact."""
+    attention_bias, mlp_bias = biases
+    hf = _small_llama(False, attention_bias=attention_bias, mlp_bias=mlp_bias)
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            if name.endswith("bias"):
+                p.normal_(0.0, 0.3)
+    gpt = attnlib.GPT.from_hf(hf)
+    assert gpt.cfg.bias
+    assert bool(gpt.layers[1].ffn.gate.bias.abs().sum()) == mlp_bias
+    assert bool(gpt.layers[1].self_attn.out_proj.bias.abs().sum()) == attention_bias
+    ids = torch.randint(0, 61, (2, 9), generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(gpt(ids).logits, hf(ids).logits, **LLAMA_TOL)
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("tie", [True, False])
+def test_llama_cached_greedy_generation_equals_hf(tie):
+    hf = _small_llama(tie)
+    gpt = attnlib.GPT.from_hf(hf)
+    prompt = torch.randint(0, 61, (2, 5), generator=torch.Generator().manual_seed(3))
+    ref = hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=16, do_sample=False,
+                      min_new_tokens=16)
+    cached = gpt.generate(prompt, 16, temperature=0.0, use_cache=True)
+    recomputed = gpt.generate(prompt, 16, temperature=0.0, use_cache=False)
+    assert torch.equal(cached, recomputed)
+    assert torch.equal(cached, ref)
+    # and step by step: the cached logits equal a full recomputation
+    cache = attnlib.KVCache()
+    gpt(cached[:, :5], cache=cache)
+    step = gpt(cached[:, 5:9], cache=cache).logits
+    torch.testing.assert_close(step, gpt(cached[:, :9]).logits[:, 5:], **LLAMA_TOL)
+    assert cache.nbytes == 2 * 2 * 2 * 9 * 2 * 8 * 4  # 2 x L x B x T x n_kv_heads x head_dim x 4 bytes
+
+
+def test_llama_config_and_state_as_plain_dicts():
+    hf = _small_llama(False)
+    cfg = pretrained.llama_config(hf.config.to_dict())
+    assert (cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.n_layers, cfg.d_ff, cfg.max_len, cfg.vocab_size) == (
+        32, 4, 2, 2, 48, 40, 61)
+    assert (cfg.layer_norm_eps, cfg.rope_base, cfg.positional, cfg.bias, cfg.norm_first) == (
+        1e-6, 1e5, "rope", False, True)
+    # the older flat layout (transformers < 5): rope_theta and rope_scaling at the top level
+    flat = {k: v for k, v in hf.config.to_dict().items() if k != "rope_parameters"}
+    assert pretrained.llama_config({**flat, "rope_theta": 5e5, "rope_scaling": None}).rope_base == 5e5
+    sd = dict(hf.state_dict())
+    state = pretrained.llama_state(sd, cfg)
+    assert state["layers.1.ffn.gate.weight"] is sd["model.layers.1.mlp.gate_proj.weight"]
+    assert state["layers.1.ffn.fc1.weight"] is sd["model.layers.1.mlp.up_proj.weight"]
+    assert state["layers.0.norm3.weight"] is sd["model.layers.0.post_attention_layernorm.weight"]
+    gpt = attnlib.GPT(cfg)
+    gpt.load_state_dict(state, strict=True)
+    # tied: lm_head.weight may be left out
+    tied_cfg = pretrained.llama_config({**hf.config.to_dict(), "tie_word_embeddings": True})
+    no_head = {k: v for k, v in sd.items() if k != "lm_head.weight"}
+    assert pretrained.llama_state(no_head, tied_cfg)["lm_head.weight"] is sd["model.embed_tokens.weight"]
+    with pytest.raises(ValueError, match="lm_head"):
+        pretrained.llama_state(no_head, cfg)
+    with pytest.raises(ValueError, match="no place for.*extra"):
+        pretrained.llama_state({**sd, "model.layers.0.extra.weight": torch.zeros(1)}, cfg)
+
+
+def test_llama_config_refuses_what_attnlib_cannot_reproduce():
+    base = _small_llama(True).config.to_dict()
+    flat = {k: v for k, v in base.items() if k != "rope_parameters"}
+    with pytest.raises(ValueError, match="rope_scaling"):
+        pretrained.llama_config({**flat, "rope_theta": 1e4, "rope_scaling": {"rope_type": "linear", "factor": 2.0}})
+    with pytest.raises(ValueError, match="rope_scaling"):
+        pretrained.llama_config({**base, "rope_parameters": {"rope_type": "llama3", "rope_theta": 1e4}})
+    with pytest.raises(ValueError, match="hidden_act"):
+        pretrained.llama_config({**base, "hidden_act": "gelu"})
+    with pytest.raises(ValueError, match="head_dim=16"):
+        pretrained.llama_config({**base, "head_dim": 16})
+
+
+def test_rotary_embedding_matches_llama_rotary_embedding_with_its_base():
+    """attnlib's RotaryEmbedding(base=rope_theta) reproduces transformers' own cos/sin tables and
+    rotation (rotate-half pairing, theta_i = base^(-2i/D)). The frequencies are computed with a
+    different float32 rounding (base ** -x vs 1 / base ** x, 1 ulp), so the angles drift apart by
+    ~position x 1e-8: 4e-5 at position 4096."""
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+
+    cfg = transformers.LlamaConfig(hidden_size=128, num_attention_heads=2, rope_theta=1e5,
+                                   max_position_embeddings=4096)
+    ref = LlamaRotaryEmbedding(cfg)
+    pos = torch.arange(4096)
+    cos, sin = ref(torch.zeros(1, 1, 4096, 64), pos[None])  # (1, T, 64)
+    ours = attnlib.RotaryEmbedding(64, base=1e5)
+    c, s = ours.cos_sin(4096, torch.device("cpu"), torch.float32)
+    torch.testing.assert_close(c[:4096], cos[0], atol=1e-4, rtol=0)
+    torch.testing.assert_close(s[:4096], sin[0], atol=1e-4, rtol=0)
+    torch.testing.assert_close(c[:64], cos[0, :64], atol=1e-6, rtol=0)  # short contexts: float32-equal
+    q, k = torch.randn(2, 3, 64, 64), torch.randn(2, 3, 64, 64)
+    q_ref, k_ref = apply_rotary_pos_emb(q, k, cos[:, :64], sin[:, :64])
+    torch.testing.assert_close(ours(q, pos[:64]), q_ref, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(ours(k, pos[:64]), k_ref, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(attnlib.RotaryEmbedding(64)(q, pos[:64]), q_ref, atol=1e-3)  # base matters

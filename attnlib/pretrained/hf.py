@@ -1,8 +1,12 @@
 """Hugging Face ``transformers`` models -> attnlib models with the same outputs.
 
 ``gpt_from_hf`` / ``encoder_from_hf`` copy the parameters of an already-built ``transformers`` model
-(GPT2LMHeadModel, BertModel) into an attnlib model. ``transformers`` itself is never imported
-here: the functions read the model's config and state dict.
+(GPT2LMHeadModel or LlamaForCausalLM, BertModel) into an attnlib model. ``transformers`` itself is
+never imported here: the functions read the model's config and state dict.
+
+``llama_config`` / ``llama_state`` are the Llama conversion in two plain steps (a config dict and a
+state dict with Hugging Face names in, attnlib's out), so other sources of Llama-family weights
+(a GGUF file, safetensors) can reuse them without building a ``transformers`` model.
 """
 from __future__ import annotations
 
@@ -59,12 +63,69 @@ def gpt2_config(hf: dict[str, Any]) -> Any:
     )
 
 
+def _rope_theta(hf: dict[str, Any]) -> float:
+    """RoPE base of a Llama config; refuses RoPE scaling (Llama 3.1 "llama3", "linear", "yarn", ...).
+
+    transformers < 5 puts ``rope_theta`` and ``rope_scaling`` at the top level; 5.x nests them in
+    ``rope_parameters`` (with ``rope_type`` "default" when there is no scaling)."""
+    params = hf.get("rope_parameters") or {}
+    scaling = hf.get("rope_scaling")
+    rope_type = params.get("rope_type", "default")
+    if scaling is not None or rope_type != "default":
+        raise ValueError(
+            f"RoPE scaling is not supported by attnlib (plain RoPE only): got rope_scaling={scaling!r}, "
+            f"rope_parameters={params!r}; use a checkpoint with rope_scaling=None"
+        )
+    theta = hf.get("rope_theta", params.get("rope_theta"))
+    if theta is None:
+        raise ValueError("the Llama config has no rope_theta (neither at the top level nor in rope_parameters)")
+    return float(theta)
+
+
+def llama_config(hf_config: dict[str, Any]) -> TransformerConfig:
+    """TransformerConfig of a Llama-family decoder (``LlamaConfig.to_dict()``).
+
+    Pre-norm with RMSNorm (eps ``rms_norm_eps``), RoPE with base ``rope_theta``, SwiGLU FFN of width
+    ``intermediate_size``, grouped-query attention with ``num_key_value_heads`` key/value heads.
+
+    Args:
+        hf_config: the config as a dict. Keys read: hidden_size, num_attention_heads,
+            num_key_value_heads, num_hidden_layers, intermediate_size, max_position_embeddings,
+            rms_norm_eps, rope_theta (or rope_parameters), vocab_size, tie_word_embeddings,
+            hidden_act, attention_bias, mlp_bias, head_dim, rope_scaling.
+
+    Returns:
+        TransformerConfig. attnlib has one ``bias`` switch: it is on when attention_bias or mlp_bias
+        is (:func:`llama_state` then gives the bias-free projections zero biases, which is exact).
+        Raises ValueError for options attnlib cannot reproduce (RoPE scaling, an activation other
+        than silu, head_dim != hidden_size / num_attention_heads).
+    """
+    hf = hf_config
+    if hf.get("hidden_act", "silu") != "silu":
+        raise ValueError(f"Llama with hidden_act={hf['hidden_act']!r} is not supported; attnlib's SwiGLU uses silu")
+    any_bias = bool(hf.get("attention_bias", False)) or bool(hf.get("mlp_bias", False))
+    if hf.get("pretraining_tp", 1) != 1:
+        raise ValueError(f"pretraining_tp={hf['pretraining_tp']} (sliced projections) is not supported; use 1")
+    d, heads = hf["hidden_size"], hf["num_attention_heads"]
+    head_dim = hf.get("head_dim") or d // heads
+    if head_dim * heads != d:
+        raise ValueError(f"head_dim={head_dim} x num_attention_heads={heads} != hidden_size={d}: attnlib needs "
+                         f"head_dim = hidden_size / num_attention_heads")
+    return TransformerConfig(
+        vocab_size=hf["vocab_size"], d_model=d, n_heads=heads, n_layers=hf["num_hidden_layers"],
+        d_ff=hf["intermediate_size"], max_len=hf["max_position_embeddings"], positional="rope",
+        activation="swiglu", norm_first=True, dropout=0.0, bias=any_bias,
+        tie_weights=bool(hf.get("tie_word_embeddings", False)), layer_norm_eps=hf["rms_norm_eps"],
+        n_kv_heads=hf.get("num_key_value_heads") or heads, norm="rmsnorm", rope_base=_rope_theta(hf),
+    )
+
+
 # --- Parameters: Hugging Face names -> attnlib names -------------------------------------------
 # Every attnlib parameter name in one place. {i} is the layer index.
 _ATTN = {"emb": "embed.tok_emb.weight", "pos": "embed.pos_emb.weight", "type": "embed.type_emb.weight",
          "emb_norm": "embed.norm", "layer": "layers.{i}", "q": "self_attn.q_proj", "k": "self_attn.k_proj",
          "v": "self_attn.v_proj", "o": "self_attn.out_proj", "norm1": "norm1", "fc1": "ffn.fc1",
-         "fc2": "ffn.fc2", "enc_norm2": "norm2", "dec_norm2": "norm3", "norm_f": "norm_f",
+         "fc2": "ffn.fc2", "gate": "ffn.gate", "enc_norm2": "norm2", "dec_norm2": "norm3", "norm_f": "norm_f",
          "head": "lm_head.weight"}
 
 
@@ -122,6 +183,53 @@ def _gpt2_state(hf: dict[str, Tensor], n_layers: int, d_model: int) -> dict[str,
     return out
 
 
+def llama_state(sd: dict[str, Tensor], cfg: TransformerConfig) -> dict[str, Tensor]:
+    """attnlib GPT state dict from a LlamaForCausalLM state dict.
+
+    Args:
+        sd: tensors by Hugging Face name, with the ``model.`` prefix (``model.embed_tokens.weight``,
+            ``model.layers.{i}.self_attn.q_proj.weight``, ..., ``model.norm.weight``,
+            ``lm_head.weight``). ``lm_head.weight`` may be left out when ``cfg.tie_weights``.
+        cfg: the model's TransformerConfig (from :func:`llama_config`).
+
+    Returns:
+        dict for ``attnlib.GPT(cfg).load_state_dict`` (tensors as given, not copied). Raises
+        ValueError for a missing or a leftover parameter.
+
+    HF's q/k/v/o, gate/up/down are ``nn.Linear`` like ours (weights (out, in)) and its rotate-half
+    RoPE is attnlib's, so every tensor is copied as it is: up_proj -> ffn.fc1, gate_proj ->
+    ffn.gate, down_proj -> ffn.fc2; input_layernorm -> norm1, post_attention_layernorm -> norm3.
+    """
+    a, out = _ATTN, {}
+    hf = Used({k: v for k, v in sd.items() if not k.endswith("rotary_emb.inv_freq")})  # old buffers
+    # One bias switch in attnlib, two in Llama (attention_bias, mlp_bias): a group that has no biases
+    # in the checkpoint (judged by layer 0) gets zero biases when cfg.bias is on, which is exact.
+    has_bias = {group: f"model.layers.0.{group}.{proj}.bias" in hf
+                for group, proj in (("self_attn", "q_proj"), ("mlp", "up_proj"))}
+    out[a["emb"]] = hf["model.embed_tokens.weight"]
+    for i in range(cfg.n_layers):
+        L, h = a["layer"].format(i=i), f"model.layers.{i}."
+        for ours, theirs in (("q", "self_attn.q_proj"), ("k", "self_attn.k_proj"), ("v", "self_attn.v_proj"),
+                             ("o", "self_attn.o_proj"), ("fc1", "mlp.up_proj"), ("fc2", "mlp.down_proj"),
+                             ("gate", "mlp.gate_proj")):
+            w = out[f"{L}.{a[ours]}.weight"] = hf[f"{h}{theirs}.weight"]  # (out, in) on both sides
+            if cfg.bias:
+                has = has_bias[theirs.split(".")[0]]
+                out[f"{L}.{a[ours]}.bias"] = hf[f"{h}{theirs}.bias"] if has else w.new_zeros(w.shape[0])
+        out[f"{L}.{a['norm1']}.weight"] = hf[h + "input_layernorm.weight"]  # RMSNorm: weight only
+        out[f"{L}.{a['dec_norm2']}.weight"] = hf[h + "post_attention_layernorm.weight"]
+    out[f"{a['norm_f']}.weight"] = hf["model.norm.weight"]
+    if "lm_head.weight" in hf:
+        out[a["head"]] = hf["lm_head.weight"]
+    elif cfg.tie_weights:
+        out[a["head"]] = hf["model.embed_tokens.weight"]
+    else:
+        raise ValueError("the Llama checkpoint has no lm_head.weight and the config does not tie embeddings "
+                         "(tie_word_embeddings=False)")
+    hf.check_all_used("the Llama checkpoint")
+    return out
+
+
 def encoder_from_hf(model: Any) -> Any:
     """An attnlib ``Encoder`` with the same hidden states as a ``transformers`` ``BertModel``.
 
@@ -143,18 +251,27 @@ def encoder_from_hf(model: Any) -> Any:
 
 
 def gpt_from_hf(model: Any) -> Any:
-    """An attnlib ``GPT`` with the same logits as a ``transformers`` ``GPT2LMHeadModel``.
+    """An attnlib ``GPT`` with the same logits as a ``transformers`` ``GPT2LMHeadModel`` or
+    ``LlamaForCausalLM``.
 
     Args:
-        model: a ``GPT2LMHeadModel``. Its ``Conv1D`` weights are transposed and ``c_attn`` is split
-            into q/k/v.
+        model: a ``GPT2LMHeadModel`` (its ``Conv1D`` weights are transposed and ``c_attn`` is split
+            into q/k/v) or a ``LlamaForCausalLM`` (see :func:`llama_config`, :func:`llama_state`).
 
     Returns:
-        ``attnlib.GPT`` in eval mode (pre-norm, tanh GELU, learned positions, tied head), float32.
+        ``attnlib.GPT`` in eval mode, float32: GPT-2 as pre-norm, tanh GELU, learned positions, tied
+        head; Llama as pre-RMSNorm, RoPE, SwiGLU, grouped-query attention, tied or untied head.
         Raises ``TypeError`` for another model class, ``ValueError`` for unsupported options.
     """
-    if getattr(model.config, "model_type", None) != "gpt2" or not hasattr(model, "lm_head"):
-        raise TypeError(f"gpt_from_hf expects a transformers GPT2LMHeadModel, got {type(model).__name__}")
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    if model_type == "llama" and hasattr(model, "lm_head"):
+        cfg = llama_config(model.config.to_dict())
+        gpt = GPT(cfg)
+        load_exact(gpt, llama_state(model.state_dict(), cfg), type(model).__name__)
+        return gpt.eval()
+    if model_type != "gpt2" or not hasattr(model, "lm_head"):
+        raise TypeError(f"gpt_from_hf expects a transformers GPT2LMHeadModel or LlamaForCausalLM, got "
+                        f"{type(model).__name__}")
     cfg = gpt2_config(model.config.to_dict())
     gpt = GPT(cfg)
     load_exact(gpt, _gpt2_state(model.state_dict(), cfg.n_layers, cfg.d_model), type(model).__name__)

@@ -1,0 +1,57 @@
+"""The two normalisations a Transformer block uses: LayerNorm (2017, GPT-2, BERT) and RMSNorm (Llama).
+
+LayerNorm centres each token vector and scales it to unit variance, then applies a learned gain
+and bias. RMSNorm (Zhang & Sennrich, 2019) skips the centring and the bias: it only divides by
+the root mean square, ``x / sqrt(mean(x^2) + eps) * weight``. One reduction instead of two, and
+in practice the same quality; every Llama-family model uses it.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from .config import NORMS
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square normalisation over the last dim, with a learned gain (no bias).
+
+    Equal to ``torch.nn.RMSNorm(dim, eps=eps)``. The statistic is computed in float32 even for
+    bf16/fp16 inputs (as Hugging Face's Llama does); the result has the input's dtype.
+
+    Args:
+        dim: width C of the normalised (last) dim.
+        eps: added to the mean square before the square root (Llama: 1e-5 or 1e-6).
+
+    Shapes:
+        x (..., C) -> (..., C).
+    """
+
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+            raise ValueError(f"dim must be a positive int, got dim={dim!r}")
+        if not eps > 0:
+            raise ValueError(f"eps must be positive, got eps={eps!r}")
+        self.dim, self.eps = dim, float(eps)
+        self.weight = nn.Parameter(torch.ones(dim))  # the gain g, one per channel, starts at 1
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not isinstance(x, Tensor) or x.dim() < 1 or x.shape[-1] != self.dim:
+            shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
+            raise ValueError(f"x must have shape (..., dim={self.dim}), got {shape}")
+        h = x.float()
+        rms_inv = torch.rsqrt(h.pow(2).mean(dim=-1, keepdim=True) + self.eps)  # (..., 1): 1 / RMS(x)
+        return (h * rms_inv).to(x.dtype) * self.weight.to(x.dtype)  # (..., C)
+
+    def extra_repr(self) -> str:
+        return f"{self.dim}, eps={self.eps}"
+
+
+def make_norm(kind: str, dim: int, eps: float) -> nn.Module:
+    """``nn.LayerNorm(dim, eps)`` for "layernorm", :class:`RMSNorm` for "rmsnorm" (config ``norm``)."""
+    if kind == "layernorm":
+        return nn.LayerNorm(dim, eps=eps)
+    if kind == "rmsnorm":
+        return RMSNorm(dim, eps=eps)
+    raise ValueError(f"unknown norm {kind!r}; choose one of {', '.join(map(repr, NORMS))}")
