@@ -17,6 +17,7 @@ from .train import train
 from .utils import default_device, seed_everything
 from .tokenizers import BPETokenizer, CharTokenizer
 from .data import load_corpus
+from .dates import DateTokenizer, date_pairs
 from .pretrained import WordPieceTokenizer, encoder_from_hf, gpt_from_hf, load_minilm, mean_pool, sentence_embeddings
 from .tiny_gpt import load_tiny_gpt, save_tiny_gpt, train_tiny_gpt
 from . import viz

@@ -205,3 +205,17 @@ def test_checks_fail_on_a_broken_notebook(tmp_path):
     for test in (test_first_cell_is_the_hidden_setup, test_committed_executed_without_errors):
         with pytest.raises(AssertionError):
             test(p)
+
+
+HIDDEN_INPUT = {"hide-input", "remove-input", "remove-cell", "hide-cell"}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_shown_code_fits_the_page(path):
+    """The book's column shows about 78 characters of code: no shown line is over 79 (PEP 8).
+    Cells whose input is hidden (plumbing, collapsed solutions) are exempt."""
+    long = [(i, len(line), line.strip()[:60])
+            for i, cell in enumerate(load(path)["cells"])
+            if cell["cell_type"] == "code" and not HIDDEN_INPUT & set(tags(cell))
+            for line in src(cell).splitlines() if len(line) > 79]
+    assert long == [], f"{len(long)} shown code lines over 79 characters (cell, length, start): {long[:5]}"

@@ -21,20 +21,15 @@ from attnlib import viz
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = os.environ.get("ATTNLIB_CHROMIUM", "/usr/bin/chromium")
-CHROMEDRIVER = os.environ.get("ATTNLIB_CHROMEDRIVER", "/usr/bin/chromedriver")
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "artifacts" / "screenshots"
 EVIL = "<script>alert(1)</script>"
 EVIL_IMG = "<img src=x onerror=\"window.__pwned=1\">"  # would run (and request x) if parsed as HTML
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
-if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
-    why = (f"headless browser check needs {CHROMIUM} and {CHROMEDRIVER} "
-           "(apt-get install chromium chromium-driver)")
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(why, pytrace=False)  # CI skips nothing
-    pytest.skip(why, allow_module_level=True)
+from _browser import require_browser  # noqa: E402
+
+CHROMIUM, CHROMEDRIVER = require_browser()
 
 from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402

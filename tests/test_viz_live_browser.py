@@ -22,15 +22,15 @@ from attnlib import viz
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "artifacts" / "screenshots"
 EVIL = "<script>window.__pwned=1</script><img src=x onerror=\"window.__pwned=1\">"
 TOL = 1e-4  # JS (float64) against PyTorch (float32) on the same weights; measured ~1e-5
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
-if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
-    pytest.skip(f"headless browser check needs {CHROMIUM} and {CHROMEDRIVER}", allow_module_level=True)
+from _browser import require_browser  # noqa: E402
+
+CHROMIUM, CHROMEDRIVER = require_browser()
 
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
