@@ -96,7 +96,7 @@ def lm_loss(logits: Tensor, targets: Optional[Tensor], vocab_size: int) -> Optio
     if real.numel() == 0:
         raise ValueError(f"every target is {IGNORE_INDEX} (skipped), so there is no token to compute a loss on "
                          f"(targets shape {tuple(targets.shape)}); leave at least one real target per batch")
-    if real.numel() and (int(real.min()) < 0 or int(real.max()) >= vocab_size):
+    if (int(real.min()) < 0 or int(real.max()) >= vocab_size):
         bad = int(real.min()) if int(real.min()) < 0 else int(real.max())
         raise ValueError(f"targets contain token id {bad}, outside [0, vocab_size={vocab_size}) (or -100 to skip)")
     return F.cross_entropy(logits.float().flatten(0, -2), targets.long().flatten(), ignore_index=IGNORE_INDEX)
