@@ -13,6 +13,7 @@ is ADDED to the scores. A query row whose keys are all masked returns zeros, nev
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any, Optional
 
 import torch
@@ -35,6 +36,13 @@ def _check_inputs(query: Tensor, key: Tensor, value: Tensor, enable_gqa: bool = 
     """Validate Q/K/V shapes; return the broadcast batch shape (of the queries' heads under GQA)."""
     for name, t in (("query", query), ("key", key), ("value", value)):
         _check_tensor(name, t)
+    if not query.dtype == key.dtype == value.dtype:
+        raise TypeError(
+            f"query, key and value must have the same dtype, got {query.dtype}, {key.dtype} and "
+            f"{value.dtype}; convert them, e.g. key.to(query.dtype)"
+        )
+    if query.shape[-1] < 1:
+        raise ValueError(f"query and key need a width d_k of at least 1, got query {tuple(query.shape)}")
     if enable_gqa:
         return _check_gqa(query, key, value)
     if query.shape[-1] != key.shape[-1]:
@@ -190,6 +198,12 @@ def scaled_dot_product_attention(
             value = value.repeat_interleave(group, dim=-3)
         out, weights = _math_attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
     else:
+        keep = 3 if enable_gqa else 2  # under GQA the head counts differ: expand only the dims before them
+        if not query.shape[:-keep] == key.shape[:-keep] == value.shape[:-keep]:
+            # torch's kernels do not broadcast every combination (a mask with batch only from value
+            # fails), so expand the leading dims (views, no copy) to the common batch shape
+            lead = batch[:len(batch) + 2 - keep]
+            query, key, value = (t.expand(*lead, *t.shape[-keep:]) for t in (query, key, value))
         out = F.scaled_dot_product_attention(
             query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
             enable_gqa=enable_gqa,
@@ -214,16 +228,21 @@ def _math_attention(
     """The readable path: every step of the formula, weights kept."""
     d_k = query.shape[-1]
     scale = 1.0 / math.sqrt(d_k) if scale is None else scale
-    scores = (query @ key.transpose(-2, -1)) * scale  # (..., Tq, Dk) @ (..., Dk, Tk) -> (..., Tq, Tk)
+    # Half inputs (fp16, bf16) are scored and softmaxed in float32: Q K^T can overflow fp16 (65,504)
+    # before the scale brings it back, and exp() of bf16 scores loses too much. float32 and
+    # float64 stay as they are.
+    acc = torch.float32 if query.dtype in (torch.float16, torch.bfloat16) else query.dtype
+    scores = (query.to(acc) @ key.to(acc).transpose(-2, -1)) * scale  # (..., Tq, Dk) @ (..., Dk, Tk) -> (..., Tq, Tk)
     if is_causal:
-        scores = scores.masked_fill(~causal_mask(scores.shape[-2], scores.shape[-1], device=scores.device), float("-inf"))
+        tq, tk = scores.shape[-2:]
+        allowed = torch.ones(tq, tk, dtype=torch.bool, device=scores.device).tril(tk - tq)  # causal_mask(tq, tk)
+        scores = scores.masked_fill(~allowed, float("-inf"))
     elif attn_mask is not None:
         if attn_mask.dtype == torch.bool:
             scores = scores.masked_fill(~attn_mask, float("-inf"))
         else:
             scores = scores + attn_mask
-    # softmax in float32 for half inputs: exp() of bf16 scores loses too much
-    weights = torch.softmax(scores.float(), dim=-1).to(query.dtype)  # (..., Tq, Tk), rows sum to 1
+    weights = torch.softmax(scores, dim=-1).to(query.dtype)  # (..., Tq, Tk), rows sum to 1
     used = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
     out = used @ value  # (..., Tq, Tk) @ (..., Tk, Dv) -> (..., Tq, Dv)
     return out, weights
@@ -252,6 +271,8 @@ def padding_mask(token_ids: Tensor, pad_id: int) -> Tensor:
         raise TypeError(f"token_ids must be an integer tensor, got dtype {token_ids.dtype}")
     if token_ids.dim() != 2:
         raise ValueError(f"token_ids must have shape (B, T), got {tuple(token_ids.shape)}")
+    if isinstance(pad_id, bool) or not isinstance(pad_id, numbers.Integral):
+        raise TypeError(f"pad_id must be an int (the padding token's id), got {pad_id!r}")
     return (token_ids != pad_id)[:, None, None, :]  # (B, 1, 1, T)
 
 
@@ -277,6 +298,11 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, *, n_kv_heads: Optional[int] = None, bias: bool = True,
                  dropout: float = 0.0) -> None:
         super().__init__()
+        for name, n in (("d_model", d_model), ("n_heads", n_heads)):
+            if isinstance(n, bool) or not isinstance(n, int):
+                raise TypeError(f"{name} must be an int, got {n!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         if n_heads < 1 or d_model < 1:
             raise ValueError(f"d_model and n_heads must be positive, got d_model={d_model}, n_heads={n_heads}")
         if d_model % n_heads != 0:
@@ -315,6 +341,9 @@ class MultiHeadAttention(nn.Module):
         if not isinstance(t, Tensor) or t.dim() != 3 or t.shape[-1] != self.d_model:
             shape = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
             raise ValueError(f"{name} must have shape (B, T, d_model={self.d_model}), got {shape}")
+        if t.dtype != self.q_proj.weight.dtype and not torch.is_autocast_enabled(t.device.type):
+            raise TypeError(f"{name} has dtype {t.dtype} but the module's weights are {self.q_proj.weight.dtype}; "
+                            f"convert one of them, e.g. {name}.to({self.q_proj.weight.dtype}) or module.to({t.dtype})")
 
     def forward(
         self,

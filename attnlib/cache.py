@@ -1,7 +1,9 @@
 """KVCache: the keys and values of past tokens, kept so decoding does not recompute them."""
 from __future__ import annotations
 
-from typing import Optional
+import weakref
+from contextlib import contextmanager
+from typing import Any, Iterator, Mapping, Optional
 
 import torch
 from torch import Tensor
@@ -14,6 +16,10 @@ class KVCache:
     returns. Queries are never stored: a past query was used once, for its own token's output.
     Cross-attention keys/values (an encoder-decoder's view of the source) are stored separately
     with :meth:`set_cross`; they are computed once and never grow.
+
+    A cache belongs to the model that filled it (see :meth:`bind`): a model of another depth,
+    head count or width, or an encoder-decoder step against another source, is a ValueError.
+    A step that fails (see :meth:`atomic`) leaves the cache exactly as it was.
 
     Attributes:
         seq_len: tokens held (in layer 0).
@@ -46,6 +52,61 @@ class KVCache:
             raise ValueError(f"layers must be filled in order: got layer {layer_idx}, cache has {len(self.keys)}")
         return self.keys[layer_idx], self.values[layer_idx]
 
+    # Which model (and source) filled a cache is bookkeeping, not contents: it is kept beside the
+    # cache, so that vars(cache) is still just keys, values and cross entries (chapter 10 checks it).
+    _bindings: "weakref.WeakKeyDictionary[KVCache, tuple[Optional[dict[str, Any]], Optional[Tensor]]]" = \
+        weakref.WeakKeyDictionary()
+
+    @property
+    def _spec(self) -> Optional[dict[str, Any]]:
+        return KVCache._bindings.get(self, (None, None))[0]
+
+    @property
+    def _source(self) -> Optional[Tensor]:
+        return KVCache._bindings.get(self, (None, None))[1]
+
+    def _bind_as(self, spec: Optional[dict[str, Any]], source: Optional[Tensor]) -> None:
+        KVCache._bindings[self] = (spec, source)
+
+    def bind(self, spec: Mapping[str, Any], source: Optional[Tensor] = None) -> None:
+        """Tie the cache to one model (``spec``: its name and sizes) and, for an encoder-decoder,
+        to one source (the encoder output ``source`` (B, S, C)). The first call records them; a
+        later call with other values is a ValueError that says what differs."""
+        spec = dict(spec)
+        if self._spec is None:
+            self._bind_as(spec, self._source)
+        elif spec != self._spec:
+            held = ", ".join(f"{k}={self._spec.get(k)!r}" for k in spec if spec[k] != self._spec.get(k))
+            new = ", ".join(f"{k}={spec[k]!r}" for k in spec if spec[k] != self._spec.get(k))
+            raise ValueError(f"this KVCache holds keys/values of a model with {held}, but it is used with a "
+                             f"model with {new}; call cache.reset() or make a new KVCache for this model")
+        if source is None:
+            return
+        if self._source is None:
+            self._bind_as(self._spec, source)
+        elif source is not self._source and (source.shape != self._source.shape
+                                             or not torch.equal(source, self._source)):
+            raise ValueError(f"this KVCache holds cross-attention keys/values of another source (memory "
+                             f"{tuple(self._source.shape)}, now {tuple(source.shape)}, or equal shapes with "
+                             f"other values); call cache.reset() before decoding a new source")
+
+    @contextmanager
+    def atomic(self) -> Iterator["KVCache"]:
+        """Run one model step; if it raises, put the cache back as it was (lengths, contents,
+        cross entries, binding) and re-raise. Only lengths are recorded: appends are undone by
+        cutting each layer back to its old length."""
+        lengths = [k.shape[-2] for k in self.keys]
+        cross, spec, source = dict(self._cross), self._spec, self._source
+        try:
+            yield self
+        except BaseException:
+            n = len(lengths)
+            self.keys = [k[..., :t, :] for k, t in zip(self.keys[:n], lengths)]  # (B, H, t, D)
+            self.values = [v[..., :t, :] for v, t in zip(self.values[:n], lengths)]
+            self._cross = cross
+            self._bind_as(spec, source)
+            raise
+
     def layer_len(self, layer_idx: int) -> int:
         """Tokens held in layer ``layer_idx`` (0 before its first update)."""
         return self.keys[layer_idx].shape[-2] if layer_idx < len(self.keys) else 0
@@ -74,9 +135,28 @@ class KVCache:
     def reset(self) -> None:
         """Forget everything (a new prompt or a new batch)."""
         self.keys, self.values, self._cross = [], [], {}
+        self._bind_as(None, None)
 
     def __len__(self) -> int:
         return self.seq_len
 
     def __repr__(self) -> str:
         return f"KVCache(n_layers={self.n_layers}, seq_len={self.seq_len}, nbytes={self.nbytes})"
+
+
+def cache_spec(model: Any) -> dict[str, Any]:
+    """What a KVCache must agree with to be continued by ``model`` (see KVCache.bind)."""
+    cfg = model.cfg
+    return {"model": type(model).__name__, "n_layers": cfg.n_layers, "n_heads": cfg.n_heads,
+            "n_kv_heads": getattr(cfg, "n_kv_heads", None) or cfg.n_heads, "d_model": cfg.d_model}
+
+
+@contextmanager
+def cache_step(model: Any, cache: Any, source: Optional[Tensor] = None) -> Iterator[None]:
+    """One forward step with ``cache``: tie it to ``model`` (and ``source``); undo it all on error."""
+    if cache is None:
+        yield
+        return
+    with cache.atomic():
+        cache.bind(cache_spec(model), source)
+        yield

@@ -6,6 +6,7 @@ values of the earlier tokens from the cache. Both give the same tokens (tested).
 """
 from __future__ import annotations
 
+import numbers
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
@@ -28,6 +29,8 @@ def eval_no_grad(model: nn.Module) -> Iterator[None]:
 
 
 def check_sampling(temperature: float, top_k: Optional[int], top_p: Optional[float] = None) -> None:
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+        raise TypeError(f"temperature must be a number >= 0 (0 means greedy), got {temperature!r}")
     if not temperature >= 0:
         raise ValueError(f"temperature must be >= 0 (0 means greedy), got {temperature}")
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
@@ -55,6 +58,18 @@ def top_p_filter(logits: Tensor, top_p: float) -> Tensor:
     return logits.masked_fill(drop, float("-inf"))
 
 
+def check_logits(logits: Tensor) -> None:
+    """NaN, +inf, or a row with no finite logit cannot be sampled from: say which row."""
+    for what, bad in (("NaN", torch.isnan(logits)), ("+inf", torch.isposinf(logits))):
+        rows = bad.flatten(0, -2).any(-1).nonzero()
+        if rows.numel():
+            raise ValueError(f"logits contain {what} (row {int(rows[0])}); the model's output is broken "
+                             "(NaN/inf weights or inputs, or an overflow in half precision)")
+    rows = torch.isneginf(logits).flatten(0, -2).all(-1).nonzero()
+    if rows.numel():
+        raise ValueError(f"row {int(rows[0])} has no finite logit (every token is -inf): nothing to pick from")
+
+
 def check_max_new_tokens(max_new_tokens: int, prompt_len: int, max_len: int) -> None:
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
@@ -79,9 +94,14 @@ def sample_next(logits: Tensor, *, temperature: float = 1.0, top_k: Optional[int
     """
     check_sampling(temperature, top_k, top_p)
     logits = logits.float()  # sample in float32 even for a bf16 model
+    check_logits(logits)
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)  # (B, 1)
-    logits = logits / temperature
+    scaled = logits / temperature
+    if not bool(torch.isfinite(scaled[torch.isfinite(logits)]).all()):
+        # so small a temperature that logits / temperature overflows: the limit, greedy
+        return logits.argmax(dim=-1, keepdim=True)  # (B, 1)
+    logits = scaled
     if top_k is not None and top_k < logits.shape[-1]:
         kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # (B, 1): the k-th largest logit
         logits = logits.masked_fill(logits < kth, float("-inf"))
@@ -101,7 +121,7 @@ def generate_decoder_only(model: Any, input_ids: Tensor, max_new_tokens: int, *,
     model.check_ids(input_ids)
     check_max_new_tokens(max_new_tokens, input_ids.shape[1], model.cfg.max_len)
     check_sampling(temperature, top_k, top_p)
-    ids = input_ids
+    ids = input_ids.to(torch.long, copy=True)  # never the caller's tensor, even for 0 new tokens
     with eval_no_grad(model):
         cache = KVCache() if use_cache else None
         step_input = ids  # the whole prompt first, then one token at a time when cached
@@ -121,8 +141,13 @@ def generate_encoder_decoder(model: Any, src_ids: Tensor, max_new_tokens: int, *
     """The seq2seq loop (see :meth:`attnlib.EncoderDecoder.generate`). Returns (B, 1 + n)."""
     vocab = model.cfg.vocab_size
     for name, tok in (("bos_id", bos_id), ("eos_id", eos_id)):
-        if tok is not None and (isinstance(tok, bool) or not isinstance(tok, int) or not 0 <= tok < vocab):
-            raise ValueError(f"{name}={tok!r} is outside [0, vocab_size={vocab})")
+        if tok is None:
+            continue
+        if isinstance(tok, bool) or not isinstance(tok, numbers.Integral):  # numpy ints are fine
+            raise TypeError(f"{name} must be an int token id, got {type(tok).__name__} {tok!r}")
+        if not 0 <= tok < vocab:
+            raise ValueError(f"{name}={int(tok)} is outside [0, vocab_size={vocab})")
+    bos_id, eos_id = int(bos_id), (None if eos_id is None else int(eos_id))
     check_max_new_tokens(max_new_tokens, 1, model.cfg.max_len)
     check_sampling(temperature, top_k, top_p)
     with eval_no_grad(model):

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .cache import cache_step
 from .config import TransformerConfig
 from .generation import generate_decoder_only, generate_encoder_decoder
 from .layers import DecoderLayer, Embeddings, EncoderLayer
@@ -50,6 +51,9 @@ def check_ids(name: str, ids: Any, vocab_size: int, max_len: int, past: int = 0)
         raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(ids).__name__}")
     if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
         raise TypeError(f"{name} must be an integer tensor (torch.long), got dtype {ids.dtype}")
+    if ids.dtype in (torch.uint16, torch.uint32, torch.uint64):  # torch has no min/max or lookup for these
+        raise TypeError(f"{name} has dtype {ids.dtype}, which torch cannot look up; use torch.long "
+                        "(int8, uint8, int16, int32 and int64 work)")
     if ids.dim() != 2:
         raise ValueError(f"{name} must have shape (B, T), got {tuple(ids.shape)}")
     if ids.numel() == 0:
@@ -89,10 +93,13 @@ def lm_loss(logits: Tensor, targets: Optional[Tensor], vocab_size: int) -> Optio
     if targets.is_floating_point() or targets.dtype == torch.bool:
         raise TypeError(f"targets must be an integer tensor, got dtype {targets.dtype}")
     real = targets[targets != IGNORE_INDEX]
-    if real.numel() and (int(real.min()) < 0 or int(real.max()) >= vocab_size):
+    if real.numel() == 0:
+        raise ValueError(f"every target is {IGNORE_INDEX} (skipped), so there is no token to compute a loss on "
+                         f"(targets shape {tuple(targets.shape)}); leave at least one real target per batch")
+    if (int(real.min()) < 0 or int(real.max()) >= vocab_size):
         bad = int(real.min()) if int(real.min()) < 0 else int(real.max())
         raise ValueError(f"targets contain token id {bad}, outside [0, vocab_size={vocab_size}) (or -100 to skip)")
-    return F.cross_entropy(logits.float().flatten(0, -2), targets.flatten(), ignore_index=IGNORE_INDEX)
+    return F.cross_entropy(logits.float().flatten(0, -2), targets.long().flatten(), ignore_index=IGNORE_INDEX)
 
 
 def _rope(cfg: TransformerConfig) -> Optional[RotaryEmbedding]:
@@ -133,21 +140,22 @@ class GPT(nn.Module):
             need_weights: return each layer's attention weights (B, H, T, T_total).
 
         Returns ModelOutput(logits, loss, attentions, hidden_states)."""
-        past = cache.seq_len if cache is not None else 0
-        self.check_ids(input_ids, past)
-        positions = torch.arange(past, past + input_ids.shape[1], device=input_ids.device)  # after the cache
-        x = self.embed(input_ids, positions)  # (B, T, C)
-        attentions = [] if need_weights else None
-        for i, layer in enumerate(self.layers):
-            x, w, _ = layer(x, cache=cache, layer_idx=i, need_weights=need_weights, rope=self.rope,
-                            positions=positions)
-            if need_weights:
-                attentions.append(w)
-        if self.norm_f is not None:
-            x = self.norm_f(x)
-        logits = self.lm_head(x)  # (B, T, vocab)
-        return ModelOutput(logits=logits, loss=lm_loss(logits, targets, self.cfg.vocab_size),
-                           attentions=attentions, hidden_states=x)
+        with cache_step(self, cache):  # a cache of another model is refused; a failed step is undone
+            past = cache.seq_len if cache is not None else 0
+            self.check_ids(input_ids, past)
+            positions = torch.arange(past, past + input_ids.shape[1], device=input_ids.device)  # after the cache
+            x = self.embed(input_ids.long(), positions)  # (B, T, C)
+            attentions = [] if need_weights else None
+            for i, layer in enumerate(self.layers):
+                x, w, _ = layer(x, cache=cache, layer_idx=i, need_weights=need_weights, rope=self.rope,
+                                positions=positions)
+                if need_weights:
+                    attentions.append(w)
+            if self.norm_f is not None:
+                x = self.norm_f(x)
+            logits = self.lm_head(x)  # (B, T, vocab)
+            return ModelOutput(logits=logits, loss=lm_loss(logits, targets, self.cfg.vocab_size),
+                               attentions=attentions, hidden_states=x)
 
     def generate(self, input_ids: Tensor, max_new_tokens: int, *, temperature: float = 1.0,
                  top_k: Optional[int] = None, top_p: Optional[float] = None, use_cache: bool = True,
@@ -211,9 +219,10 @@ class Encoder(nn.Module):
             if not isinstance(token_type_ids, Tensor) or token_type_ids.shape != input_ids.shape:
                 raise ValueError(f"token_type_ids must have the shape of input_ids {tuple(input_ids.shape)}")
             check_ids("token_type_ids", token_type_ids, self.cfg.type_vocab_size, self.cfg.max_len)
+            token_type_ids = token_type_ids.long()
         mask = _key_mask(attention_mask, input_ids, "attention_mask")
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)
-        x = self.embed(input_ids, positions, token_type_ids)  # (B, T, C)
+        x = self.embed(input_ids.long(), positions, token_type_ids)  # (B, T, C)
         attentions = [] if need_weights else None
         for layer in self.layers:
             x, w = layer(x, attn_mask=mask, need_weights=need_weights, rope=self.rope, positions=positions)
@@ -268,23 +277,29 @@ class EncoderDecoder(nn.Module):
         """Run the decoder on tgt_ids (continuing after cache.seq_len tokens when cached).
 
         Returns ModelOutput(logits (B, T, vocab), attentions, cross_attentions, hidden_states)."""
-        past = cache.seq_len if cache is not None else 0
-        check_ids("tgt_ids", tgt_ids, self.cfg.vocab_size, self.cfg.max_len, past)
-        if memory.shape[0] != tgt_ids.shape[0]:
-            raise ValueError(f"tgt_ids has batch {tgt_ids.shape[0]} but the source has batch {memory.shape[0]}")
-        positions = torch.arange(past, past + tgt_ids.shape[1], device=tgt_ids.device)
-        x = self.embed(tgt_ids, positions)  # (B, T, C)
-        attentions = [] if need_weights else None
-        cross = [] if need_weights else None
-        for i, layer in enumerate(self.decoder_layers):
-            x, w, cw = layer(x, memory, memory_mask=memory_mask, cache=cache, layer_idx=i,
-                             need_weights=need_weights, rope=self.encoder.rope, positions=positions)
-            if need_weights:
-                attentions.append(w)
-                cross.append(cw)
-        if self.decoder_norm_f is not None:
-            x = self.decoder_norm_f(x)
-        return ModelOutput(logits=self.lm_head(x), attentions=attentions, cross_attentions=cross, hidden_states=x)
+        if not isinstance(memory, Tensor) or memory.dim() != 3 or memory.shape[-1] != self.cfg.d_model:
+            shape = tuple(memory.shape) if isinstance(memory, Tensor) else type(memory).__name__
+            raise ValueError(f"memory must be the encoder output, shape (B, S, d_model={self.cfg.d_model}), "
+                             f"got {shape}; for one sentence add the batch dim: memory[None]")
+        with cache_step(self, cache, memory):  # another model or another source is refused
+            past = cache.seq_len if cache is not None else 0
+            check_ids("tgt_ids", tgt_ids, self.cfg.vocab_size, self.cfg.max_len, past)
+            if memory.shape[0] != tgt_ids.shape[0]:
+                raise ValueError(f"tgt_ids has batch {tgt_ids.shape[0]} but the source has batch {memory.shape[0]}")
+            positions = torch.arange(past, past + tgt_ids.shape[1], device=tgt_ids.device)
+            x = self.embed(tgt_ids.long(), positions)  # (B, T, C)
+            attentions = [] if need_weights else None
+            cross = [] if need_weights else None
+            for i, layer in enumerate(self.decoder_layers):
+                x, w, cw = layer(x, memory, memory_mask=memory_mask, cache=cache, layer_idx=i,
+                                 need_weights=need_weights, rope=self.encoder.rope, positions=positions)
+                if need_weights:
+                    attentions.append(w)
+                    cross.append(cw)
+            if self.decoder_norm_f is not None:
+                x = self.decoder_norm_f(x)
+            return ModelOutput(logits=self.lm_head(x), attentions=attentions, cross_attentions=cross,
+                               hidden_states=x)
 
     def forward(self, src_ids: Tensor, tgt_ids: Tensor, targets: Optional[Tensor] = None, *,
                 src_attention_mask: Optional[Tensor] = None, need_weights: bool = False) -> ModelOutput:

@@ -156,6 +156,8 @@ class RotaryEmbedding(nn.Module):
         if not isinstance(x, Tensor) or x.dim() < 2 or x.shape[-1] != self.head_dim:
             shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
             raise ValueError(f"x must have shape (..., T, head_dim={self.head_dim}), got {shape}")
+        if not x.is_floating_point():
+            raise TypeError(f"x must be a floating-point tensor (queries or keys), got dtype {x.dtype}")
         _check_positions(positions, x.shape[-2])
         n = int(positions.max()) + 1 if positions.numel() else 1
         cos, sin = self.cos_sin(n, x.device, x.dtype)

@@ -6,7 +6,9 @@ of ids into a new id. Any text can be encoded (every byte has an id) and decodin
 """
 from __future__ import annotations
 
+import codecs
 import heapq
+import numbers
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -17,6 +19,28 @@ from typing import Iterable, Optional, Sequence
 # original on text without exotic number characters such as "²" (which `re` counts as letters).
 GPT2_SPLIT_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?[^\W\d_]+| ?\d+| ?(?:[^\s\w]|_)+|\s+(?!\S)|\s+"""
 _SPLIT = re.compile(GPT2_SPLIT_PATTERN)
+
+
+def _surrogate_or_replace(err: UnicodeError) -> tuple[str, int]:
+    """Decode error handler: bytes of a lone surrogate (written with "surrogatepass") come back as
+    that surrogate, so decode(encode(s)) == s for any str; other invalid UTF-8 becomes U+FFFD."""
+    try:
+        return codecs.lookup_error("surrogatepass")(err)
+    except UnicodeError:
+        return codecs.replace_errors(err)
+
+
+codecs.register_error("attnlib.surrogate_or_replace", _surrogate_or_replace)
+
+
+def _utf8(text: str) -> bytes:
+    """UTF-8 bytes of any str, lone surrogates included (Python strings may hold them)."""
+    return text.encode("utf-8", errors="surrogatepass")
+
+
+def _check_int(name: str, n: object) -> None:
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(n).__name__} {n!r}")
 
 
 def pretokenize(text: str) -> list[str]:
@@ -99,9 +123,15 @@ class BPETokenizer:
         self.merges: list[tuple[int, int]] = [tuple(p) for p in merges]
         self.history: list[MergeStep] = list(history)
         self.vocab: dict[int, bytes] = {i: bytes([i]) for i in range(256)}
-        for k, (a, b) in enumerate(self.merges):
-            if a >= 256 + k or b >= 256 + k:
-                raise ValueError(f"merge {k} uses id {max(a, b)}, but only {256 + k} ids exist before it")
+        for k, pair in enumerate(self.merges):
+            if len(pair) != 2:
+                raise ValueError(f"merge {k} must be a pair of ids, got {pair!r}")
+            if any(isinstance(i, bool) or not isinstance(i, numbers.Integral) for i in pair):
+                raise TypeError(f"merge {k} must hold int ids, got {pair!r}")
+            bad = [i for i in pair if not 0 <= i < 256 + k]
+            if bad:
+                raise ValueError(f"merge {k} uses id {bad[0]}, but only ids in [0, {256 + k}) exist before it")
+            a, b = self.merges[k] = (int(pair[0]), int(pair[1]))
             self.vocab[256 + k] = self.vocab[a] + self.vocab[b]
         self._rank = {p: k for k, p in enumerate(self.merges)}
 
@@ -112,10 +142,11 @@ class BPETokenizer:
         Each step merges the most frequent adjacent pair. Ties go to the pair that comes first in
         Hugging Face's order (see :func:`tie_order`), so the merges equal ``tokenizers``' BpeTrainer's.
         """
+        _check_int("num_merges", num_merges)
         if num_merges < 0:
             raise ValueError(f"num_merges must be >= 0, got {num_merges}")
         # Merges happen inside chunks, so count each distinct chunk once with its frequency.
-        words = {tuple(w.encode("utf-8")): n for w, n in Counter(pretokenize(text)).items()}
+        words = {tuple(_utf8(w)): n for w, n in Counter(pretokenize(text)).items()}
         merges, history, order = [], [], tie_order()
         counts = pair_counts(words)
         for k in range(num_merges):
@@ -153,18 +184,21 @@ class BPETokenizer:
 
     def encode(self, text: str, num_merges: Optional[int] = None) -> list[int]:
         """Token ids of ``text``, using only the first ``num_merges`` merges (default: all)."""
+        if num_merges is not None:
+            _check_int("num_merges", num_merges)
         limit = len(self.merges) if num_merges is None else num_merges
         if not 0 <= limit <= len(self.merges):
             raise ValueError(f"num_merges must be in [0, {len(self.merges)}], got {num_merges}")
         out: list[int] = []
         for chunk in pretokenize(text):
-            out.extend(self._encode_chunk(list(chunk.encode("utf-8")), limit))
+            out.extend(self._encode_chunk(list(_utf8(chunk)), limit))
         return out
 
     def decode(self, ids: Sequence[int]) -> str:
-        """Text of ``ids``; byte sequences that are not valid UTF-8 become U+FFFD."""
+        """Text of ``ids``; byte sequences that are not valid UTF-8 become U+FFFD (except the
+        bytes of a lone surrogate, which come back as that surrogate: decoding is exact)."""
         _check_ids(ids, self.vocab_size)
-        return b"".join(self.vocab[i] for i in ids).decode("utf-8", errors="replace")
+        return b"".join(self.vocab[i] for i in ids).decode("utf-8", errors="attnlib.surrogate_or_replace")
 
     def token_str(self, i: int) -> str:
         """Readable text of one token (bytes that are not whole UTF-8 characters shown as \\xNN)."""

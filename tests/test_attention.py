@@ -217,6 +217,163 @@ def test_mha_weights_round_trip_through_nn_multihead_attention(bias):
         attnlib.mha_from_torch(nn.MultiheadAttention(16, 4, kdim=8, vdim=8))
 
 
+# ---- issue 10: edge cases that were silently wrong ---------------------------------------------
+
+@pytest.mark.parametrize("backend", ["math", "sdpa"])
+def test_float64_stays_float64_and_gradcheck_passes(backend):
+    """The math path used to softmax in float32 for every dtype: float64 lost precision."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 4, 5, dtype=torch.float64, generator=gen, requires_grad=True) for _ in range(3))
+    expected = F.scaled_dot_product_attention(q, k, v)
+    out, w = scaled_dot_product_attention(q, k, v, backend=backend, need_weights=backend == "math")
+    assert out.dtype == torch.float64 and (w is None or w.dtype == torch.float64)
+    torch.testing.assert_close(out, expected, atol=1e-12, rtol=1e-12)
+    fn = lambda q_, k_, v_: scaled_dot_product_attention(q_, k_, v_, backend=backend)[0]  # noqa: E731
+    assert torch.autograd.gradcheck(fn, (q, k, v))
+
+
+def test_float64_row_masked_with_finfo_min_is_not_nan():
+    q = torch.randn(1, 3, 4, dtype=torch.float64)
+    mask = torch.zeros(3, 3, dtype=torch.float64)
+    mask[1] = torch.finfo(torch.float64).min  # a "large negative" mask on a whole row
+    for backend in ("math", "sdpa"):
+        out, _ = scaled_dot_product_attention(q, q, q, attn_mask=mask, backend=backend)
+        assert torch.isfinite(out).all(), backend
+        torch.testing.assert_close(out, F.scaled_dot_product_attention(q, q, q, attn_mask=mask))
+
+
+def test_fp16_math_path_does_not_overflow_when_scaled_scores_fit():
+    """q = k = 40, D = 64: Q K^T = 102,400 > fp16 max, but the scaled scores (12,800) fit."""
+    q = torch.full((1, 2, 3, 64), 40.0, dtype=torch.float16)
+    v = torch.randn(1, 2, 3, 64).half()
+    out, w = scaled_dot_product_attention(q, q, v, backend="math", need_weights=True)
+    assert torch.isfinite(out).all() and torch.isfinite(w).all()
+    torch.testing.assert_close(out.float(), v.float().mean(-2, keepdim=True).expand_as(out), atol=1e-2, rtol=1e-2)
+
+
+def test_sdpa_backend_broadcasts_value_batch_with_a_mask():
+    """Found by the property test: torch's kernel fails when only value carries the batch."""
+    q, v = torch.randn(1, 1, 2), torch.randn(2, 1, 3)
+    mask = torch.ones(2, 1, 1, dtype=torch.bool)
+    expected, _ = scaled_dot_product_attention(q, q, v, attn_mask=mask, backend="math")
+    out, _ = scaled_dot_product_attention(q, q, v, attn_mask=mask, backend="sdpa")
+    torch.testing.assert_close(out, expected)
+
+
+def test_zero_length_causal_math_path_agrees_with_sdpa():
+    q = torch.randn(2, 0, 4)
+    for backend in ("math", "sdpa"):
+        out, _ = scaled_dot_product_attention(q, q, q, is_causal=True, backend=backend)
+        assert out.shape == (2, 0, 4), backend
+
+
+def test_unclear_errors_now_name_the_problem():
+    q = torch.randn(2, 3, 4)
+    with pytest.raises(TypeError, match=r"query, key and value must have the same dtype.*float32.*float64"):
+        scaled_dot_product_attention(q, q.double(), q.double())
+    empty = torch.randn(2, 3, 0)
+    with pytest.raises(ValueError, match=r"d_k.*at least 1.*\(2, 3, 0\)"):
+        scaled_dot_product_attention(empty, empty, q, backend="math")
+    with pytest.raises(TypeError, match="pad_id must be an int.*None"):
+        padding_mask(torch.tensor([[1, 0]]), pad_id=None)
+    import numpy as np
+    assert padding_mask(torch.tensor([[1, 0]]), pad_id=np.int64(0)).tolist() == [[[[True, False]]]]
+
+
+def test_mha_constructor_and_dtype_errors():
+    with pytest.raises(TypeError, match=r"n_heads must be an int, got 2.0"):
+        MultiHeadAttention(8, 2.0)
+    with pytest.raises(TypeError, match=r"d_model must be an int"):
+        MultiHeadAttention(8.0, 2)
+    with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\), got 1.5"):
+        MultiHeadAttention(8, 2, dropout=1.5)
+    mha = MultiHeadAttention(8, 2)
+    with pytest.raises(TypeError, match=r"x has dtype torch.float64 but the module's weights are torch.float32"):
+        mha(torch.randn(1, 3, 8, dtype=torch.float64))
+    with pytest.raises(TypeError, match=r"context has dtype torch.float16"):
+        mha(torch.randn(1, 3, 8), torch.randn(1, 2, 8).half())
+
+
+# ---- property-based: random shapes, dtypes, broadcasting and masks against torch's SDPA ----------
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+TOL = {torch.float64: 1e-10, torch.float32: 2e-5, torch.bfloat16: 4e-2}
+
+
+@st.composite
+def attention_case(draw):
+    """q, k, v with broadcastable leading dims (or grouped-query heads), and a mask (none, bool,
+    float, causal) that may block whole rows; returns kwargs for scaled_dot_product_attention."""
+    dtype = draw(st.sampled_from(list(TOL)))
+    batch = draw(st.lists(st.integers(1, 3), max_size=2))
+    tq, tk = draw(st.integers(1, 5)), draw(st.integers(1, 5))
+    dk, dv = draw(st.integers(1, 8)), draw(st.integers(1, 8))
+    seed = draw(st.integers(0, 2**31 - 1))
+    gen = torch.Generator().manual_seed(seed)
+
+    def lead(full):  # each tensor keeps a batch dim or broadcasts it (size 1), maybe dropping leading dims
+        dims = [b if draw(st.booleans()) else 1 for b in full]
+        return dims[draw(st.integers(0, len(dims))):] if dims and draw(st.booleans()) else dims
+
+    gqa = draw(st.booleans())
+    if gqa:  # query heads G * r, key/value heads G: the head dim is not broadcast but grouped
+        g, r = draw(st.integers(1, 2)), draw(st.integers(1, 3))
+        q = torch.randn(*lead(batch), g * r, tq, dk, generator=gen).to(dtype)
+        k = torch.randn(*lead(batch), g, tk, dk, generator=gen).to(dtype)
+        v = torch.randn(*lead(batch), g, tk, dv, generator=gen).to(dtype)
+        scores_batch = (*torch.broadcast_shapes(q.shape[:-3], k.shape[:-3], v.shape[:-3]), g * r)
+    else:
+        q = torch.randn(*lead(batch), tq, dk, generator=gen).to(dtype)
+        k = torch.randn(*lead(batch), tk, dk, generator=gen).to(dtype)
+        v = torch.randn(*lead(batch), tk, dv, generator=gen).to(dtype)
+        scores_batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])  # a mask may not widen it
+    kind = draw(st.sampled_from(["none", "bool", "float", "causal"] if tq == tk else ["none", "bool", "float"]))
+    mask = None
+    if kind in ("bool", "float"):
+        allowed = torch.rand(*lead(scores_batch), tq, tk, generator=gen) > draw(st.sampled_from([0.0, 0.3, 0.7, 1.0]))
+        mask = allowed if kind == "bool" else (
+            torch.randn(allowed.shape, generator=gen).to(draw(st.sampled_from([dtype, torch.float32])))
+            .masked_fill(~allowed, float("-inf")))
+    scale = draw(st.none() | st.floats(0.05, 2.0))
+    return dict(query=q, key=k, value=v, attn_mask=mask, is_causal=kind == "causal", scale=scale,
+                enable_gqa=gqa)
+
+
+def reference(case: dict) -> torch.Tensor:
+    """torch's SDPA in float64 on the same (rounded) inputs; fully masked rows set to 0 (our rule)."""
+    q, k, v, mask = case["query"], case["key"], case["value"], case["attn_mask"]
+    if mask is not None and mask.is_floating_point():
+        mask = mask.to(q.dtype).double()  # attnlib adds a float mask in the inputs' dtype
+    keep = 3 if case["enable_gqa"] else 2  # grouped heads are not broadcast
+    batch = torch.broadcast_shapes(q.shape[:-keep], k.shape[:-keep], v.shape[:-keep])
+    q, k, v = (t.expand(*batch, *t.shape[-keep:]) for t in (q, k, v))  # torch's SDPA does not broadcast all cases
+    out = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=mask,
+                                         is_causal=case["is_causal"], scale=case["scale"],
+                                         enable_gqa=case["enable_gqa"])
+    if mask is not None:
+        dead = ~mask.any(-1, keepdim=True) if mask.dtype == torch.bool else torch.isneginf(mask).all(-1, keepdim=True)
+        out = out.masked_fill(dead, 0.0)
+    return out
+
+
+@given(case=attention_case(), backend=st.sampled_from(["math", "sdpa", "auto"]))
+def test_property_matches_torch_sdpa(case, backend):
+    expected = reference(case)
+    dtype = case["query"].dtype
+    out, w = scaled_dot_product_attention(**case, backend=backend)
+    assert out.dtype == dtype and out.shape == expected.shape and w is None
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out.double(), expected, atol=TOL[dtype], rtol=TOL[dtype])
+    if backend != "sdpa":
+        out_w, w = scaled_dot_product_attention(**case, backend=backend, need_weights=True)
+        torch.testing.assert_close(out_w.double(), expected, atol=TOL[dtype], rtol=TOL[dtype])
+        rows = w.double().sum(-1)
+        assert bool(((rows - 1).abs() < TOL[dtype] * 4).logical_or(rows == 0).all())  # 1, or 0 if fully masked
+        assert (w >= 0).all()
+
+
 # ---------------------------------------------------------------------------------------------
 # Grouped-query (G key/value heads, G | H) and multi-query (G = 1) attention
 # ---------------------------------------------------------------------------------------------

@@ -77,6 +77,197 @@ def test_cross_attention_keys_computed_once():
     torch.testing.assert_close(mha(q, ctx, cache=cache)[0], mha(q, ctx)[0])
 
 
+# ---- issue 10: a cache belongs to one model, and a failed step changes nothing -------------------
+
+from attnlib import GPT, EncoderDecoder, TransformerConfig  # noqa: E402
+
+
+def small_cfg(**kw) -> TransformerConfig:
+    base = dict(vocab_size=11, d_model=8, n_heads=2, n_layers=2, max_len=12)
+    base.update(kw)
+    return TransformerConfig(**base)
+
+
+def snapshot(cache: KVCache) -> tuple:
+    """Everything a step could change: lengths and contents of every layer, and the cross entries."""
+    return (cache.seq_len, cache.n_layers, [cache.layer_len(i) for i in range(cache.n_layers)],
+            [t.clone() for t in (*cache.keys, *cache.values)],
+            {i: tuple(t.clone() for t in kv) for i, kv in cache._cross.items()})
+
+
+def assert_same(a: tuple, b: tuple) -> None:
+    assert a[:3] == b[:3]
+    assert len(a[3]) == len(b[3]) and all(torch.equal(x, y) for x, y in zip(a[3], b[3]))
+    assert a[4].keys() == b[4].keys()
+    assert all(torch.equal(x, y) for i in a[4] for x, y in zip(a[4][i], b[4][i]))
+
+
+@pytest.mark.parametrize("other,what", [(dict(n_layers=3), "n_layers=2.*n_layers=3"),
+                                        (dict(n_layers=1), "n_layers=2.*n_layers=1"),
+                                        (dict(n_heads=4), "n_heads=2.*n_heads=4"),
+                                        (dict(d_model=16), "d_model=8.*d_model=16")])
+def test_cache_refuses_a_model_of_another_shape(other, what):
+    torch.manual_seed(0)
+    a, b = GPT(small_cfg()).eval(), GPT(small_cfg(**other)).eval()
+    cache = KVCache()
+    with torch.no_grad():
+        a(torch.tensor([[1, 2, 3]]), cache=cache)
+        before = snapshot(cache)
+        with pytest.raises(ValueError, match=what + ".*(reset|new KVCache)"):
+            b(torch.tensor([[4]]), cache=cache)
+    assert_same(snapshot(cache), before)  # [4, 4, 1] or [5, 4] layer lengths before the fix
+    cache.reset()
+    with torch.no_grad():
+        b(torch.tensor([[4]]), cache=cache)  # after reset() the cache serves the new model
+    assert cache.seq_len == 1
+
+
+def test_gpt_cache_is_not_an_encoder_decoder_cache():
+    torch.manual_seed(0)
+    gpt, s2s = GPT(small_cfg()).eval(), EncoderDecoder(small_cfg()).eval()
+    cache = KVCache()
+    with torch.no_grad():
+        gpt(torch.tensor([[1, 2]]), cache=cache)
+        memory, _, _ = s2s.encode(torch.tensor([[3, 4, 5]]))
+        with pytest.raises(ValueError, match="GPT.*EncoderDecoder"):
+            s2s.decode(torch.tensor([[1]]), memory, cache=cache)
+
+
+def test_encoder_decoder_cache_refuses_another_source():
+    torch.manual_seed(0)
+    s2s = EncoderDecoder(small_cfg()).eval()
+    with torch.no_grad():
+        mem_a, _, _ = s2s.encode(torch.tensor([[3, 4, 5]]))
+        mem_b, _, _ = s2s.encode(torch.tensor([[6, 7, 8]]))
+        cache = KVCache()
+        s2s.decode(torch.tensor([[1, 2]]), mem_a, cache=cache)
+        s2s.decode(torch.tensor([[3]]), mem_a.clone(), cache=cache)  # the same source, another tensor: fine
+        before = snapshot(cache)
+        with pytest.raises(ValueError, match="another source.*reset"):
+            s2s.decode(torch.tensor([[4]]), mem_b, cache=cache)  # logits 0.03 off before the fix
+        with pytest.raises(ValueError, match=r"another source.*\(1, 3, 8\).*\(1, 2, 8\)"):
+            s2s.decode(torch.tensor([[4]]), mem_a[:, :2], cache=cache)
+        assert_same(snapshot(cache), before)
+        cache.reset()
+        full = s2s.decode(torch.tensor([[1, 2, 4]]), mem_b).logits
+        s2s.decode(torch.tensor([[1, 2]]), mem_b, cache=cache)
+        step = s2s.decode(torch.tensor([[4]]), mem_b, cache=cache).logits
+    torch.testing.assert_close(step[:, -1], full[:, -1], atol=1e-5, rtol=1e-5)
+
+
+def fail_in_layer(layers, i: int):
+    """Make layer i raise (an error half-way through a step, after earlier layers appended)."""
+    def boom(*args, **kwargs):
+        raise RuntimeError("boom")
+    layers[i].forward = boom
+
+
+@pytest.mark.parametrize("how", ["bad id", "too long", "batch", "layer error"])
+def test_a_failed_gpt_step_leaves_the_cache_as_it_was(how):
+    torch.manual_seed(0)
+    model = GPT(small_cfg()).eval()
+    cache = KVCache()
+    with torch.no_grad():
+        model(torch.tensor([[1, 2, 3], [4, 5, 6]]), cache=cache)
+        before = snapshot(cache)
+        ids = torch.tensor([[1], [2]])
+        if how == "bad id":
+            ids = torch.tensor([[1], [99]])
+        elif how == "too long":
+            ids = torch.ones(2, 10, dtype=torch.long)
+        elif how == "batch":
+            ids = torch.tensor([[1]])
+        else:
+            fail_in_layer(model.layers, 1)
+        with pytest.raises((ValueError, RuntimeError)):
+            model(ids, cache=cache)
+        assert_same(snapshot(cache), before)
+        if how == "layer error":
+            del model.layers[1].forward  # healed: the cache still continues correctly
+        full = model(torch.tensor([[1, 2, 3, 7], [4, 5, 6, 8]])).logits
+        step = model(torch.tensor([[7], [8]]), cache=cache).logits
+    torch.testing.assert_close(step[:, -1], full[:, -1], atol=1e-5, rtol=1e-5)
+
+
+def test_a_failed_first_encoder_decoder_step_leaves_the_cache_empty():
+    torch.manual_seed(0)
+    s2s = EncoderDecoder(small_cfg()).eval()
+    fail_in_layer(s2s.decoder_layers, 1)
+    cache = KVCache()
+    with torch.no_grad():
+        memory, _, _ = s2s.encode(torch.tensor([[3, 4, 5]]))
+        with pytest.raises(RuntimeError, match="boom"):
+            s2s.decode(torch.tensor([[1]]), memory, cache=cache)
+    assert cache.seq_len == 0 and cache.n_layers == 0 and not cache.has_cross(0)
+    del s2s.decoder_layers[1].forward
+    other, _, _ = s2s.encode(torch.tensor([[6, 7, 8]]))
+    with torch.no_grad():
+        s2s.decode(torch.tensor([[1]]), other, cache=cache)  # not tied to the source of the failed step
+    assert cache.seq_len == 1
+
+
+# ---- property-based: cached decoding equals recomputation, for random small models and steps ------
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+HAS_GQA = "n_kv_heads" in TransformerConfig.__dataclass_fields__
+
+
+@st.composite
+def model_and_steps(draw):
+    n_heads = draw(st.integers(1, 3))
+    head_dim = draw(st.sampled_from([2, 4]))
+    kw = dict(vocab_size=draw(st.integers(3, 20)), d_model=n_heads * head_dim, n_heads=n_heads,
+              n_layers=draw(st.integers(1, 3)), max_len=12,
+              positional=draw(st.sampled_from(["learned", "sinusoidal", "rope", "none"])),
+              activation=draw(st.sampled_from(["relu", "gelu", "gelu_tanh", "swiglu"])),
+              norm_first=draw(st.booleans()))
+    if HAS_GQA:  # grouped-query attention: the cache holds n_kv_heads heads
+        kw["n_kv_heads"] = draw(st.sampled_from([g for g in range(1, n_heads + 1) if n_heads % g == 0]))
+    kind = draw(st.sampled_from(["gpt", "seq2seq"]))
+    steps = draw(st.lists(st.integers(1, 4), min_size=1, max_size=6).filter(lambda s: sum(s) <= 12))
+    return TransformerConfig(**kw), kind, steps, draw(st.integers(0, 2**31 - 1)), draw(st.integers(1, 2))
+
+
+@given(model_and_steps())
+def test_property_cached_steps_equal_recomputation(case):
+    cfg, kind, steps, seed, B = case
+    torch.manual_seed(seed)
+    model = (GPT(cfg) if kind == "gpt" else EncoderDecoder(cfg)).eval()
+    ids = torch.randint(0, cfg.vocab_size, (B, sum(steps)))
+    cache, outs, start = KVCache(), [], 0
+    with torch.no_grad():
+        if kind == "gpt":
+            full = model(ids).logits
+            run = lambda x: model(x, cache=cache).logits  # noqa: E731
+        else:
+            memory, _, _ = model.encode(torch.randint(0, cfg.vocab_size, (B, 5)))
+            full = model.decode(ids, memory).logits
+            run = lambda x: model.decode(x, memory, cache=cache).logits  # noqa: E731
+        for n in steps:
+            outs.append(run(ids[:, start:start + n]))
+            start += n
+            assert cache.seq_len == start
+            assert all(cache.layer_len(i) == start for i in range(cfg.n_layers))
+    torch.testing.assert_close(torch.cat(outs, 1), full, atol=1e-5, rtol=1e-5)
+    kv_heads = getattr(cfg, "n_kv_heads", None) or cfg.n_heads
+    assert cache.nbytes == 2 * cfg.n_layers * B * start * kv_heads * cfg.head_dim * 4
+
+
+def test_binding_is_not_part_of_what_the_cache_holds():
+    """Chapter 9 shows vars(cache): keys, values and cross entries, nothing else."""
+    model, cache = GPT(small_cfg()).eval(), KVCache()
+    with torch.no_grad():
+        model(torch.tensor([[1, 2]]), cache=cache)
+    assert set(vars(cache)) == {"keys", "values", "_cross"}
+    import copy
+    twin = copy.deepcopy(cache)  # a copy holds the same tokens and continues on its own
+    with torch.no_grad():
+        model(torch.tensor([[3]]), cache=twin)
+    assert twin.seq_len == 3 and cache.seq_len == 2
+
+
 @pytest.mark.parametrize("n_kv_heads", [1, 2, 4])
 def test_gqa_cache_holds_only_the_key_value_heads(n_kv_heads):
     """KVCache.nbytes = 2 x n_layers x B x seq_len x n_kv_heads x head_dim x element size."""

@@ -211,6 +211,51 @@ def test_seq2seq_generate_errors_name_sizes():
         s2s.generate(src, 2, bos_id=1, eos_id=-1)
 
 
+# ---- issue 10 -----------------------------------------------------------------------------------
+
+def test_generate_zero_tokens_returns_a_new_tensor():
+    model = GPT(cfg_())
+    ids = torch.tensor([[1, 2]])
+    out = model.generate(ids, 0)
+    assert out is not ids and torch.equal(out, ids)
+    out[0, 0] = 5
+    assert ids[0, 0] == 1  # no aliasing: writing the result leaves the prompt alone
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_sample_next_refuses_nan_logits(temperature):
+    logits = torch.tensor([[0.0, 1.0, 2.0], [0.0, float("nan"), 1.0]])
+    with pytest.raises(ValueError, match=r"logits contain NaN \(row 1\)"):
+        sample_next(logits, temperature=temperature)
+    dead = torch.tensor([[0.0, 1.0, 2.0], [float("-inf")] * 3])
+    with pytest.raises(ValueError, match=r"row 1 has no finite logit"):
+        sample_next(dead, temperature=temperature)
+
+
+def test_temperature_type_and_tiny_temperatures():
+    logits = torch.tensor([[0.0, 3.0, 1.0], [2.0, 1.0, 0.0]])
+    with pytest.raises(TypeError, match="temperature must be a number.*None"):
+        sample_next(logits, temperature=None)
+    gen = torch.Generator().manual_seed(0)
+    # 1e-45: logits / temperature overflows to inf (was "probability tensor contains inf/nan")
+    for t in (1e-45, 1e-30):
+        assert sample_next(logits, temperature=t, generator=gen).tolist() == [[1], [0]]
+        assert sample_next(logits, temperature=t, top_k=2, generator=gen).tolist() == [[1], [0]]
+
+
+def test_seq2seq_accepts_numpy_integer_bos_and_eos():
+    import numpy as np
+    model = EncoderDecoder(cfg_())
+    src = torch.tensor([[3, 4, 5]])
+    a = model.generate(src, 3, bos_id=np.int64(1), eos_id=np.int32(2))
+    b = model.generate(src, 3, bos_id=1, eos_id=2)
+    assert torch.equal(a, b)
+    with pytest.raises(TypeError, match=r"bos_id must be an int.*1.0"):
+        model.generate(src, 3, bos_id=1.0)
+    with pytest.raises(ValueError, match=r"bos_id=99 is outside \[0, vocab_size="):
+        model.generate(src, 3, bos_id=np.int64(99))
+
+
 # ----------------------------------------------------------------------- top_p (nucleus)
 def _nucleus_brute_force(probs: torch.Tensor, p: float) -> set[int]:
     """The smallest set of tokens whose probability sums to >= p, by trying every size."""

@@ -292,3 +292,34 @@ def test_gpu_half_precision_matches_float32(dtype):
     enc = Encoder(cfg).cuda().eval()
     ref = enc(ids).hidden_states
     torch.testing.assert_close(enc.to(dtype)(ids).hidden_states.float(), ref, atol=1e-1, rtol=5e-2)
+
+
+# ---- issue 10 -----------------------------------------------------------------------------------
+
+def test_loss_with_every_target_skipped_is_an_error_not_nan():
+    model = GPT(cfg_())
+    ids = torch.tensor([[1, 2, 3]])
+    with pytest.raises(ValueError, match="every target is -100"):
+        model(ids, torch.full_like(ids, -100))
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32])
+def test_any_torch_integer_dtype_works_as_token_ids(dtype):
+    torch.manual_seed(0)
+    gpt, enc, s2s = GPT(cfg_()).eval(), Encoder(cfg_()).eval(), EncoderDecoder(cfg_()).eval()
+    ids = torch.tensor([[1, 2, 3]])
+    torch.testing.assert_close(gpt(ids.to(dtype), ids.to(dtype)).loss, gpt(ids, ids).loss)
+    torch.testing.assert_close(enc(ids.to(dtype)).hidden_states, enc(ids).hidden_states)
+    torch.testing.assert_close(s2s(ids.to(dtype), ids.to(dtype)).logits, s2s(ids, ids).logits)
+
+
+def test_unsupported_unsigned_ids_name_the_dtypes_that_work():
+    with pytest.raises(TypeError, match="torch.uint16.*int8, uint8, int16, int32 and int64 work"):
+        GPT(cfg_())(torch.tensor([[1, 2]], dtype=torch.uint16))
+
+
+def test_decode_with_unbatched_memory_says_so():
+    s2s = EncoderDecoder(cfg_())
+    memory, _, _ = s2s.encode(torch.tensor([[1, 2, 3]]))
+    with pytest.raises(ValueError, match=r"memory must be the encoder output.*got \(3, .*memory\[None\]"):
+        s2s.decode(torch.tensor([[1]]), memory[0])

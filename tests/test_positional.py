@@ -132,3 +132,10 @@ def test_rope_errors():
 def test_exported_from_package():
     assert attnlib.RotaryEmbedding is RotaryEmbedding
     assert attnlib.sinusoidal_table is sinusoidal_table
+
+
+def test_rope_refuses_integer_input_instead_of_rounding_it():
+    """The cos/sin tables used to be cast to x's dtype: an int tensor came back as ints."""
+    rope = RotaryEmbedding(4)
+    with pytest.raises(TypeError, match=r"x must be a floating-point tensor.*torch.int64"):
+        rope(torch.ones(3, 4, dtype=torch.long), torch.arange(3))

@@ -146,3 +146,63 @@ def test_same_merges_and_tokens_as_hugging_face(text, n):
         ours = ["".join(table[b] for b in bpe.vocab[i]) for i in bpe.encode(s)]
         assert ours == hf.encode(s).tokens
         assert hf.decode(hf.encode(s).ids) == bpe.decode(bpe.encode(s)) == s
+
+
+# ---- issue 10 -----------------------------------------------------------------------------------
+
+def test_bpe_rejects_bad_merges_and_non_int_num_merges():
+    with pytest.raises(ValueError, match=r"merge 0 uses id -1.*\[0, 256\)"):
+        BPETokenizer([(-1, 5)])  # was a KeyError
+    with pytest.raises(ValueError, match=r"merge 0 must be a pair of ids"):
+        BPETokenizer([(1, 2, 3)])
+    with pytest.raises(TypeError, match=r"merge 0 must hold int ids"):
+        BPETokenizer([(1.0, 2)])
+    bpe = BPETokenizer.train(TEXT, 5)
+    with pytest.raises(TypeError, match=r"num_merges must be an int.*1.5"):
+        bpe.encode("the cat", num_merges=1.5)  # was accepted
+    with pytest.raises(TypeError, match=r"num_merges must be an int.*2.0"):
+        BPETokenizer.train(TEXT, 2.0)
+
+
+def test_bpe_encodes_lone_surrogates_exactly():
+    """The docstring promises any text encodes: a lone surrogate used to raise UnicodeEncodeError."""
+    bpe = BPETokenizer.train(TEXT + "\ud800", 20)
+    for text in ("a\ud800b", "\udfff", "x\ud83d", "\ud83d\ude00 ok"):  # lone and a (Python-level) pair
+        assert bpe.decode(bpe.encode(text)) == text
+    assert bpe.decode([0xFF, ord("a")]) == "\ufffda"  # invalid UTF-8 still becomes U+FFFD
+
+
+# ---- property-based: exact round trips on arbitrary text ------------------------------------------
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+# any code point, lone surrogates included: Python strings may hold them. Left to itself hypothesis
+# almost never draws one, so about one character in four is drawn from the surrogate block.
+_ANY_CHAR = st.characters(exclude_categories=())
+_SURROGATE = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF, categories=["Cs"]).map(str)
+ANY_TEXT = st.text(st.one_of(_ANY_CHAR, _ANY_CHAR, _ANY_CHAR, _SURROGATE), max_size=40)
+TRAINED = BPETokenizer.train(TEXT + UNICODE, 60)
+
+
+@given(ANY_TEXT, st.integers(0, 60))
+def test_property_bpe_round_trip_on_any_text(text, k):
+    ids = TRAINED.encode(text, num_merges=k)
+    assert all(0 <= i < 256 + k for i in ids)
+    assert TRAINED.decode(ids) == text
+    assert "".join(pretokenize(text)) == text  # pre-tokenization loses nothing
+
+
+@given(ANY_TEXT, ANY_TEXT, st.integers(0, 10))
+def test_property_bpe_trained_on_any_text_round_trips(train_text, other, n):
+    bpe = BPETokenizer.train(train_text, n)
+    assert len(bpe.merges) <= n
+    for text in (train_text, other):
+        assert bpe.decode(bpe.encode(text)) == text
+    assert BPETokenizer(bpe.merges).encode(other) == bpe.encode(other)  # merges alone define it
+
+
+@given(ANY_TEXT)
+def test_property_char_tokenizer_round_trip(text):
+    tok = CharTokenizer.from_text(text)
+    assert tok.decode(tok.encode(text)) == text and tok.vocab_size == len(set(text))

@@ -140,7 +140,7 @@ def test_explorer_html_is_deterministic_and_content_addressed():
     a = viz.explorer(softmax_weights(2, 4, 4), list("abcd"))._repr_html_()
     b = viz.explorer(softmax_weights(2, 4, 4), list("abcd"))._repr_html_()
     c = viz.explorer(softmax_weights(2, 4, 4, seed=1), list("abcd"))._repr_html_()
-    assert a == b
+    assert strip_copy_suffix(a) == strip_copy_suffix(b)  # the second copy's id gets "-2" (see below)
     ids = [re.search(r'id="(attnlib-explorer-[0-9a-f]+)"', h).group(1) for h in (a, c)]
     assert ids[0] != ids[1]
 
@@ -167,7 +167,7 @@ def test_explorer_reprs():
     assert repr(ex) == "Explorer(layer=6, head=12, tokens=9)"
     bundle = ex._repr_mimebundle_()
     assert set(bundle) == {"text/html", "text/plain"} and bundle["text/plain"] == repr(ex)
-    assert bundle["text/html"] == ex._repr_html_()
+    assert strip_copy_suffix(bundle["text/html"]) == strip_copy_suffix(ex._repr_html_())
     ex2 = viz.explorer(softmax_weights(3, 4), list("abc"), list("wxyz"), title="cross")
     assert repr(ex2) == "Explorer('cross', queries=3, keys=4)"
 
@@ -288,7 +288,8 @@ def test_precomputed_slider_collects_unreturned_figures_and_html():
     assert plt.get_fignums() == []
     ex = viz.explorer(softmax_weights(2, 2), ["a", "b"])
     box = viz.precomputed_slider(["x"], lambda _: ex)
-    assert box.children[1].children[0].outputs[0]["data"]["text/html"] == ex._repr_html_()
+    shown = box.children[1].children[0].outputs[0]["data"]["text/html"]
+    assert strip_copy_suffix(shown) == strip_copy_suffix(ex._repr_html_())
     with pytest.raises(ValueError, match=r"render\(1\) returned None"):
         viz.precomputed_slider([1], lambda v: None)
 
@@ -335,3 +336,53 @@ def test_explorer_save_writes_a_standalone_page(tmp_path):
     page = path.read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and ex._repr_html_() in page
     assert "<title>t &lt;1&gt;</title>" in page
+
+
+# ---- issue 10 -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kw", [dict(vmin=-np.inf), dict(vmax=np.inf), dict(vmin=np.nan), dict(vmax=float("nan"))])
+def test_explorer_refuses_a_non_finite_colour_range(kw):
+    """-inf used to reach the payload as -Infinity, which the browser's JSON.parse rejects."""
+    with pytest.raises(ValueError, match=r"(vmin|vmax) must be a finite number"):
+        viz.explorer(softmax_weights(2, 2), ["a", "b"], **kw)
+
+
+def test_explorer_refuses_values_the_payload_cannot_hold():
+    with pytest.raises(ValueError, match=r"1e\+17.*cannot be held exactly.*digits"):
+        viz.explorer(np.full((2, 2), 1e17), ["a", "b"])  # decoded as -9.2e15 before (int64 overflow)
+    with pytest.raises(ValueError, match=r"cannot be held exactly"):
+        viz.explorer(np.full((2, 2), 1e13), ["a", "b"], digits=3)  # 1e16 > 2**53 units
+    big = np.array([[1e12, 1e12 + 0.5], [np.inf, 1e12 - 2]])
+    ex = viz.explorer(big, ["a", "b"], digits=3, diverging=True)  # 1e15 units: still exact
+    np.testing.assert_array_equal(viz.decode_payload(ex.payload), big)
+    assert "Infinity" not in ex._json and "NaN" not in ex._json  # what JSON.parse reads
+
+
+def strip_copy_suffix(html: str) -> str:
+    return re.sub(r'id="(attnlib-explorer-[0-9a-f]+)-\d+"', r'id="\1"', html)
+
+
+def test_same_explorer_twice_on_a_page_gets_distinct_but_deterministic_ids():
+    ex = viz.explorer(softmax_weights(2, 3, 3), list("abc"), title="shown twice (issue 10)")
+    first, second, third = ex._repr_html_(), ex._repr_mimebundle_()["text/html"], ex._repr_html_()
+    ids = [re.search(r'<div class="attnlib-explorer" id="([^"]+)"', h).group(1) for h in (first, second, third)]
+    base = f"attnlib-explorer-{ex.uid}"
+    assert ids == [base, base + "-2", base + "-3"]  # the first display is the HTML it always was
+    assert strip_copy_suffix(second) == strip_copy_suffix(third) == first
+    assert f'id="{base}"' in ex.to_html(full_page=True)  # a standalone page holds one copy: no suffix
+
+
+def test_heatmap_colour_range_and_empty_input_agree_with_explorer():
+    with pytest.raises(ValueError, match=r"vmin < vmax, got vmin=2.0, vmax=1.0"):
+        viz.heatmap(np.eye(2), vmin=2, vmax=1)  # used to draw [2, 3] quietly
+    with pytest.raises(ValueError, match=r"vmin < vmax, got vmin=2.0, vmax=1.0"):
+        viz.explorer(np.eye(2), vmin=2, vmax=1)
+    with pytest.raises(ValueError, match=r"vmax must be a finite number"):
+        viz.heatmap(np.eye(2), vmax=np.inf)
+    for shape in [(0, 0), (0, 3), (2, 0)]:
+        with pytest.raises(ValueError, match=r"empty axis"):
+            viz.heatmap(np.zeros(shape))
+        with pytest.raises(ValueError, match=r"empty axis"):
+            viz.explorer(np.zeros(shape))
+    ax = viz.heatmap(np.full((2, 2), 0.5), vmin=None, vmax=None)  # a constant matrix still draws
+    plt.close(ax.figure)

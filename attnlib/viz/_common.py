@@ -1,6 +1,7 @@
 """Input handling shared by the static heatmap and the browser explorer."""
 from __future__ import annotations
 
+import math
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -39,9 +40,18 @@ def finite_range(arr: np.ndarray) -> tuple[float, float]:
     return float(finite.min()), float(finite.max())
 
 
+def check_limits(vmin: Any, vmax: Any) -> None:
+    """A colour limit is None (from the data) or a finite number: inf/NaN cannot be drawn or sent
+    to the browser (JSON has no -Infinity)."""
+    for name, v in (("vmin", vmin), ("vmax", vmax)):
+        if v is not None and not math.isfinite(float(v)):
+            raise ValueError(f"{name} must be a finite number (or None to take it from the data), got {v}")
+
+
 def colour_range(arr: np.ndarray, vmin: Optional[float], vmax: Optional[float],
                  diverging: bool) -> tuple[float, float]:
     """The colour scale: diverging data centre on 0; otherwise [min(0, data), max(1, data)]."""
+    check_limits(vmin, vmax)
     lo, hi = finite_range(arr)
     if diverging:
         m = max(abs(lo), abs(hi)) or 1.0

@@ -12,6 +12,7 @@ import hashlib
 import html
 import json
 import math
+from collections import Counter
 from functools import lru_cache
 from importlib import resources
 from typing import Any, Mapping, Optional, Sequence
@@ -24,6 +25,7 @@ __all__ = ["Explorer", "explorer", "decode_payload"]
 
 _NEG_INF, _POS_INF, _NAN = 0, 1, 2  # sentinels count down from the dtype's maximum
 _DEFAULT_DIMS = ("layer", "head")
+_RENDERED: Counter = Counter()  # explorer uid -> HTML fragments made so far in this process
 
 
 @lru_cache(maxsize=None)
@@ -44,6 +46,10 @@ def _encode(arr: np.ndarray, digits: int) -> dict[str, Any]:
     """Quantise to ``digits`` decimals and pack as base64 little-endian unsigned ints."""
     scale = 10.0 ** digits
     finite = np.isfinite(arr)
+    biggest = float(np.abs(arr[finite]).max()) if finite.any() else 0.0
+    if biggest * scale > 2.0 ** 53:  # beyond this, integers (int64 here, doubles in JS) are not exact
+        raise ValueError(f"values up to {biggest:g} cannot be held exactly at digits={digits} (the payload "
+                         "stores value * 10**digits as an integer below 2**53); pass fewer digits or rescale the data")
     q = np.zeros(arr.shape, dtype=np.int64)
     q[finite] = np.round(arr[finite] * scale).astype(np.int64)
     base = int(q[finite].min()) if finite.any() else 0
@@ -113,6 +119,13 @@ class Explorer:
     def to_html(self, *, full_page: bool = False) -> str:
         """The self-contained fragment; ``full_page=True`` wraps it in a minimal HTML document."""
         root_id = f"attnlib-explorer-{self.uid}"
+        if not full_page:
+            # The same explorer shown twice on one page must not repeat its id: count the copies
+            # made in this process; the first keeps the plain id (so stored outputs stay as
+            # they were), later ones get "-2", "-3", ... (deterministic in a fresh kernel).
+            _RENDERED[self.uid] += 1
+            if _RENDERED[self.uid] > 1:
+                root_id += f"-{_RENDERED[self.uid]}"
         title = html.escape(self.payload["title"] or "")
         fragment = (
             f'<div class="attnlib-explorer" id="{root_id}" data-attnlib-uid="{self.uid}" '

@@ -9,7 +9,7 @@ from matplotlib.axes import Axes
 from matplotlib.colors import Normalize
 from matplotlib.patches import Rectangle
 
-from ._common import check_tokens, default_cmap, finite_range, to_numpy
+from ._common import check_limits, check_tokens, default_cmap, finite_range, to_numpy
 
 ANNOTATE_MAX = 10  # annotate every cell automatically when both sides have at most this many tokens
 LABEL_MAX = 40     # show every token label up to this many; beyond, every n-th
@@ -64,6 +64,10 @@ def heatmap(weights: Any, row_tokens: Optional[Sequence[Any]] = None,
         raise ValueError(f"heatmap needs a 2-D (Tq, Tk) matrix, got shape {tuple(arr.shape)}; "
                          "select one layer/head first, e.g. weights[0, 0]")
     n_rows, n_cols = arr.shape
+    if n_rows == 0 or n_cols == 0:
+        raise ValueError(f"heatmap needs a non-empty matrix; it has an empty axis: shape {tuple(arr.shape)}")
+    check_limits(vmin, vmax)
+    both_given = vmin is not None and vmax is not None
     rows = check_tokens(row_tokens, n_rows, "row_tokens", "rows (queries)")
     if col_tokens is None and row_tokens is not None and n_rows == n_cols:
         col_tokens = row_tokens
@@ -76,6 +80,9 @@ def heatmap(weights: Any, row_tokens: Optional[Sequence[Any]] = None,
     vmin = lo if vmin is None else float(vmin)
     vmax = hi if vmax is None else float(vmax)
     if not vmax > vmin:
+        if both_given:
+            raise ValueError(f"colour range needs vmin < vmax, got vmin={vmin}, vmax={vmax} (vmin or "
+                             "vmax=None takes that end from the data)")
         vmax = vmin + 1.0  # a constant matrix: any non-empty range shows it
     if cmap is None:
         cmap = default_cmap(vmin < 0 < vmax)
