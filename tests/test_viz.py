@@ -386,3 +386,35 @@ def test_heatmap_colour_range_and_empty_input_agree_with_explorer():
             viz.explorer(np.zeros(shape))
     ax = viz.heatmap(np.full((2, 2), 0.5), vmin=None, vmax=None)  # a constant matrix still draws
     plt.close(ax.figure)
+
+
+# ------------------------------------------------------------------- still picture (no scripts)
+def test_explorer_carries_a_still_picture_of_its_first_state():
+    """Where scripts do not run (GitHub, nbviewer, an untrusted notebook) the fallback shows the
+    first state as SVG: one rect per cell, coloured by that state's values, labels escaped."""
+    data = softmax_weights(2, 3, 4, 4)  # (layer, head, Tq, Tk)
+    tokens = ["a", "<b>", "c", "d"]
+    ex = viz.explorer(data, tokens, dims=("layer", "head"), title="still")
+    html = ex.to_html()
+    still = re.search(r'<div class="attnlib-noscript">(.*?)</div>', html, re.S).group(1)
+    assert "first state (layer 0, head 0)" in still
+    svg = re.search(r'<svg class="attnlib-static".*?</svg>', still, re.S).group(0)
+    fills = re.findall(r'<rect [^>]*fill="#([0-9a-f]{6})"', svg)
+    Tq, Tk = np.asarray(data).shape[-2:]
+    assert len(fills) == Tq * Tk
+    first = viz.decode_payload(ex.payload, 0)[0, 0]  # what the picture must show
+    pal = ex.payload["palette"]
+    lo, hi = ex.payload["vmin"], ex.payload["vmax"]
+    want = [pal[6 * k:6 * k + 6] for k in
+            np.minimum(255, np.floor((first.ravel() - lo) / (hi - lo) * 256)).astype(int)]
+    assert fills == want
+    assert "&lt;b&gt;" in svg and "<b>" not in svg  # token text escaped
+
+
+def test_explorer_still_picture_is_left_out_when_too_large():
+    from attnlib.viz._static import MAX_CELLS
+
+    n = int(MAX_CELLS ** 0.5) + 1
+    big = viz.explorer(softmax_weights(n, n), [f"t{i}" for i in range(n)])
+    html = big.to_html()
+    assert 'class="attnlib-static"' not in html and "too large to draw" in html
