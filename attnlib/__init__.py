@@ -18,6 +18,8 @@ from .utils import default_device, seed_everything
 from .tokenizers import BPETokenizer, CharTokenizer
 from .data import load_corpus
 from .pretrained import WordPieceTokenizer, encoder_from_hf, gpt_from_hf, load_minilm, mean_pool, sentence_embeddings
-from . import viz
+from .flash import tiled_attention
+from .quant import dequantize_groupwise, dequantize_nf4, dequantize_rows, quantize_groupwise, quantize_linears, quantize_nf4, quantize_rows
+from . import quant, viz
 
 __version__ = "0.1.0"
