@@ -335,3 +335,18 @@ def test_explorer_save_writes_a_standalone_page(tmp_path):
     page = path.read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and ex._repr_html_() in page
     assert "<title>t &lt;1&gt;</title>" in page
+
+
+def test_precomputed_slider_opens_on_the_value_asked_for():
+    box = viz.precomputed_slider([1, 10, 100], lambda k: f"k={k}", value=10)
+    slider, stack = box.children
+    assert slider.index == 1 and stack.selected_index == 1
+    assert slider.value == 1  # the option's value is the index into the stack
+    assert "the state 10 is shown" in box._repr_mimebundle_()["text/plain"]
+    fig_box = viz.precomputed_slider(
+        [1, 2], lambda k: viz.heatmap(torch.eye(2) * k / 2, ["a", "b"]).figure, value=2)
+    pngs = [o.outputs[0]["data"]["image/png"] for o in fig_box.children[1].children]
+    assert fig_box._repr_mimebundle_()["image/png"] == pngs[1] != pngs[0]
+    assert viz.precomputed_slider([1, 2], str).children[0].index == 0  # default: the first
+    with pytest.raises(ValueError, match=r"value=5 is not one of"):
+        viz.precomputed_slider([1, 2], str, value=5)
