@@ -418,3 +418,16 @@ def test_explorer_still_picture_is_left_out_when_too_large():
     big = viz.explorer(softmax_weights(n, n), [f"t{i}" for i in range(n)])
     html = big.to_html()
     assert 'class="attnlib-static"' not in html and "too large to draw" in html
+def test_precomputed_slider_opens_on_the_value_asked_for():
+    box = viz.precomputed_slider([1, 10, 100], lambda k: f"k={k}", value=10)
+    slider, stack = box.children
+    assert slider.index == 1 and stack.selected_index == 1
+    assert slider.value == 1  # the option's value is the index into the stack
+    assert "the state 10 is shown" in box._repr_mimebundle_()["text/plain"]
+    fig_box = viz.precomputed_slider(
+        [1, 2], lambda k: viz.heatmap(torch.eye(2) * k / 2, ["a", "b"]).figure, value=2)
+    pngs = [o.outputs[0]["data"]["image/png"] for o in fig_box.children[1].children]
+    assert fig_box._repr_mimebundle_()["image/png"] == pngs[1] != pngs[0]
+    assert viz.precomputed_slider([1, 2], str).children[0].index == 0  # default: the first
+    with pytest.raises(ValueError, match=r"value=5 is not one of"):
+        viz.precomputed_slider([1, 2], str, value=5)
