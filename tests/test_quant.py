@@ -57,6 +57,17 @@ def test_q4_1_bytes_equal_llama_cpp():
     assert quant.bits_per_weight("q4_1") == 5.0
 
 
+def test_nf4_levels_are_normal_quantiles():
+    # QLoRA's construction (bitsandbytes create_normal_map): 8 positive and 7 negative quantiles of
+    # N(0, 1) between the offset 0.9677083 and 0.5, an exact zero, scaled to [-1, 1]
+    n = torch.distributions.Normal(torch.tensor(0.0, dtype=torch.float64), torch.tensor(1.0, dtype=torch.float64))
+    pos = n.icdf(torch.linspace(0.9677083, 0.5, 9, dtype=torch.float64)[:-1])
+    neg = -n.icdf(torch.linspace(0.9677083, 0.5, 8, dtype=torch.float64)[:-1])
+    ref = torch.cat([pos, neg, torch.zeros(1, dtype=torch.float64)]).sort().values
+    torch.testing.assert_close(torch.tensor(quant.NF4_LEVELS, dtype=torch.float64), ref / ref.max(),
+                               atol=1e-6, rtol=0)
+
+
 def test_nf4_levels_and_nearest():
     assert len(quant.NF4_LEVELS) == 16 and quant.NF4_LEVELS[7] == 0.0
     levels = torch.tensor(quant.NF4_LEVELS)
