@@ -18,6 +18,7 @@ from .utils import default_device, seed_everything
 from .tokenizers import BPETokenizer, CharTokenizer
 from .data import load_corpus
 from .pretrained import WordPieceTokenizer, encoder_from_hf, gpt_from_hf, load_minilm, mean_pool, sentence_embeddings
+from .pretrained.smollm2 import GGUFTokenizer, load_smollm2, stream_reply
 from . import viz
 
 __version__ = "0.1.0"
