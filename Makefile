@@ -1,7 +1,20 @@
 # The two commands (README.md):
 #   make book   install everything, then build the book into _build/html
 #   make test   install what is missing, then run every test (scripts/run_tests.py lists the steps)
-PYTHON ?= python3
+#
+# Where things are installed: PYTHON=... if you give it; else the active virtual environment
+# (VIRTUAL_ENV or CONDA_PREFIX); else .venv/ in this checkout, created with the python3 on PATH
+# (Debian, Ubuntu and Homebrew Pythons refuse `pip install` outside a venv: PEP 668).
+ifeq ($(origin PYTHON),undefined)
+  ifneq ($(VIRTUAL_ENV),)
+    PYTHON := $(VIRTUAL_ENV)/bin/python
+  else ifneq ($(CONDA_PREFIX),)
+    PYTHON := $(CONDA_PREFIX)/bin/python
+  else
+    PYTHON := $(CURDIR)/.venv/bin/python
+    export ATTNLIB_MAKE_VENV := $(CURDIR)/.venv
+  endif
+endif
 export PYTHON
 # Every command below (and every notebook kernel it starts) imports attnlib from this checkout,
 # whatever checkout an editable install elsewhere points at.

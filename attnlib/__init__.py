@@ -6,7 +6,7 @@ for the API contract; every name below is part of it.
 from .attention import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
 from .cache import KVCache
 from .config import TransformerConfig
-from .generation import sample_next
+from .generation import sample_next, top_p_filter
 from .layers import DecoderLayer, Embeddings, EncoderLayer, FeedForward
 from .norms import RMSNorm
 from .models import GPT, Encoder, EncoderDecoder, ModelOutput
@@ -17,8 +17,10 @@ from .train import train
 from .utils import default_device, seed_everything
 from .tokenizers import BPETokenizer, CharTokenizer
 from .data import load_corpus
+from .dates import DateTokenizer, date_pairs
 from .pretrained import WordPieceTokenizer, encoder_from_hf, gpt_from_hf, load_minilm, mean_pool, sentence_embeddings
 from .pretrained.smollm2 import GGUFTokenizer, load_smollm2, stream_reply
+from .tiny_gpt import load_tiny_gpt, save_tiny_gpt, train_tiny_gpt
 from . import viz
 
 __version__ = "0.1.0"

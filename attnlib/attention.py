@@ -184,7 +184,7 @@ def scaled_dot_product_attention(
 
     if backend == "math" or need_weights:
         if enable_gqa and key.shape[-3] != query.shape[-3]:
-            # query head h reads key/value head h // group: repeat each K/V head `group` times, in place
+            # query head h reads key/value head h // group: each K/V head repeated `group` times in a row
             group = query.shape[-3] // key.shape[-3]
             key = key.repeat_interleave(group, dim=-3)  # (..., G, Tk, D) -> (..., Hq, Tk, D)
             value = value.repeat_interleave(group, dim=-3)

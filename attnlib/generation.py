@@ -46,6 +46,7 @@ def top_p_filter(logits: Tensor, top_p: float) -> Tensor:
     Shapes:
         logits (B, V) -> (B, V).
     """
+    check_sampling(1.0, None, top_p)
     sorted_logits, order = torch.sort(logits, dim=-1, descending=True)  # (B, V), most likely first
     probs = torch.softmax(sorted_logits, dim=-1)
     mass_before = torch.cumsum(probs, dim=-1) - probs  # (B, V): mass ranked strictly above each token
@@ -116,14 +117,14 @@ def generate_decoder_only(model: Any, input_ids: Tensor, max_new_tokens: int, *,
 def generate_encoder_decoder(model: Any, src_ids: Tensor, max_new_tokens: int, *, bos_id: int,
                              eos_id: Optional[int], temperature: float, top_k: Optional[int],
                              use_cache: bool, generator: Optional[torch.Generator],
-                             src_attention_mask: Optional[Tensor]) -> Tensor:
+                             src_attention_mask: Optional[Tensor], top_p: Optional[float] = None) -> Tensor:
     """The seq2seq loop (see :meth:`attnlib.EncoderDecoder.generate`). Returns (B, 1 + n)."""
     vocab = model.cfg.vocab_size
     for name, tok in (("bos_id", bos_id), ("eos_id", eos_id)):
         if tok is not None and (isinstance(tok, bool) or not isinstance(tok, int) or not 0 <= tok < vocab):
             raise ValueError(f"{name}={tok!r} is outside [0, vocab_size={vocab})")
     check_max_new_tokens(max_new_tokens, 1, model.cfg.max_len)
-    check_sampling(temperature, top_k)
+    check_sampling(temperature, top_k, top_p)
     with eval_no_grad(model):
         memory, memory_mask, _ = model.encode(src_ids, src_attention_mask=src_attention_mask)  # once
         B = src_ids.shape[0]
@@ -135,7 +136,8 @@ def generate_encoder_decoder(model: Any, src_ids: Tensor, max_new_tokens: int, *
         step_input = ids
         for _ in range(max_new_tokens):
             logits = model.decode(step_input, memory, memory_mask=memory_mask, cache=cache).logits[:, -1, :]
-            nxt = sample_next(logits, temperature=temperature, top_k=top_k, generator=generator)  # (B, 1)
+            nxt = sample_next(logits, temperature=temperature, top_k=top_k, top_p=top_p,
+                              generator=generator)  # (B, 1)
             if eos_id is not None:
                 nxt = nxt.masked_fill(finished[:, None], eos_id)  # finished rows keep emitting eos
                 finished = finished | (nxt[:, 0] == eos_id)

@@ -15,6 +15,12 @@ from .attention import MultiHeadAttention
 
 def mha_to_torch(mha: MultiHeadAttention) -> nn.MultiheadAttention:
     """An ``nn.MultiheadAttention`` (batch_first, same training mode) with ``mha``'s weights."""
+    if mha.n_kv_heads != mha.n_heads:
+        raise ValueError(
+            f"nn.MultiheadAttention has no grouped-query attention: this module has n_kv_heads="
+            f"{mha.n_kv_heads} < n_heads={mha.n_heads}; compare it with F.scaled_dot_product_attention("
+            f"..., enable_gqa=True) instead"
+        )
     bias = mha.q_proj.bias is not None
     ref = nn.MultiheadAttention(mha.d_model, mha.n_heads, dropout=mha.dropout, bias=bias, batch_first=True)
     ref = ref.to(device=mha.q_proj.weight.device, dtype=mha.q_proj.weight.dtype).train(mha.training)

@@ -303,12 +303,14 @@ class EncoderDecoder(nn.Module):
     def generate(self, src_ids: Tensor, max_new_tokens: int, *, bos_id: int, eos_id: Optional[int] = None,
                  temperature: float = 0.0, use_cache: bool = True, top_k: Optional[int] = None,
                  generator: Optional[torch.Generator] = None,
-                 src_attention_mask: Optional[Tensor] = None) -> Tensor:
+                 src_attention_mask: Optional[Tensor] = None, top_p: Optional[float] = None) -> Tensor:
         """Translate: start from bos_id, add tokens until every row has produced eos_id (rows
         that finished earlier are filled with eos_id) or max_new_tokens were added.
 
         The encoder runs once; with use_cache each decoder layer computes the cross-attention
-        keys/values of the source once and reuses them. Returns (B, 1 + n), n <= max_new_tokens."""
+        keys/values of the source once and reuses them. temperature, top_k, top_p: as in GPT.generate.
+        Returns (B, 1 + n), n <= max_new_tokens."""
         return generate_encoder_decoder(self, src_ids, max_new_tokens, bos_id=bos_id, eos_id=eos_id,
                                         temperature=temperature, top_k=top_k, use_cache=use_cache,
-                                        generator=generator, src_attention_mask=src_attention_mask)
+                                        generator=generator, src_attention_mask=src_attention_mask,
+                                        top_p=top_p)

@@ -4,16 +4,23 @@ Small on purpose: the book trains models of a few thousand parameters for a few 
 a laptop CPU, so there is no scheduler, no checkpointing and no evaluation loop here. What it does
 show is the one idea that makes language-model training parallel: a sequence of T + 1 tokens gives
 T next-token examples at once, inputs ``ids[:, :-1]`` and targets ``ids[:, 1:]``.
+
+Encoder-decoders train the same way, on (source, target) pairs, with *teacher forcing*: the
+decoder reads the true target shifted right by one, behind a begin-of-sequence token
+(``[bos, y_0, ..., y_{T-2}]``), and position t is scored on ``y_t``, the token after the ones it
+has read (:func:`teacher_forcing`).
 """
 from __future__ import annotations
 
-from typing import Callable, Optional, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-Data = Union[Tensor, Callable[[torch.Generator], Tensor]]
+IGNORE_INDEX = -100  # targets equal to this are left out of the loss (PyTorch's default)
+Pairs = tuple[Tensor, Tensor]
+Data = Union[Tensor, Pairs, Callable[[torch.Generator], Union[Tensor, Pairs]]]
 
 
 def shift_targets(ids: Tensor) -> tuple[Tensor, Tensor]:
@@ -27,15 +34,49 @@ def shift_targets(ids: Tensor) -> tuple[Tensor, Tensor]:
     return ids[:, :-1], ids[:, 1:]
 
 
-def sample_batch(data: Data, batch_size: int, block_size: Optional[int], generator: torch.Generator) -> Tensor:
-    """One (B, T + 1) batch of token ids.
+def teacher_forcing(tgt_ids: Tensor, bos_id: int) -> tuple[Tensor, Tensor]:
+    """Decoder input and targets for an encoder-decoder: the target shifted right behind ``bos_id``.
+
+    Args:
+        tgt_ids: (B, T) target ids, usually ending in an end-of-sequence id.
+        bos_id: the begin-of-sequence id the decoder starts from (as in ``generate``).
+
+    Returns:
+        decoder_input (B, T) = ``[bos_id, tgt[:, 0], ..., tgt[:, T-2]]`` and targets (B, T) =
+        ``tgt_ids``: position t reads tokens < t of the target and is scored on token t.
+    """
+    if not isinstance(tgt_ids, Tensor):
+        raise TypeError(f"tgt_ids must be a torch.Tensor, got {type(tgt_ids).__name__}")
+    if tgt_ids.is_floating_point() or tgt_ids.dtype == torch.bool:
+        raise TypeError(f"tgt_ids must be an integer tensor, got dtype {tgt_ids.dtype}")
+    if tgt_ids.dim() != 2 or tgt_ids.shape[1] < 1:
+        raise ValueError(f"tgt_ids must have shape (B, T) with T >= 1, got {tuple(tgt_ids.shape)}")
+    if isinstance(bos_id, bool) or not isinstance(bos_id, int):
+        raise TypeError(f"bos_id must be an int, got {bos_id!r}")
+    bos = torch.full_like(tgt_ids[:, :1], bos_id)  # (B, 1)
+    return torch.cat([bos, tgt_ids[:, :-1]], dim=1), tgt_ids  # (B, T) each
+
+
+def sample_batch(data: Data, batch_size: int, block_size: Optional[int],
+                 generator: torch.Generator) -> Union[Tensor, Pairs]:
+    """One (B, T + 1) batch of token ids, or one (src (B, S), tgt (B, T)) batch of pairs.
 
     ``data`` is either a 1-D corpus (random windows of ``block_size + 1`` tokens), a 2-D tensor
-    (N, L) of sequences (``batch_size`` random rows), or a callable ``f(generator) -> (B, L)`` that
-    makes a fresh batch (synthetic tasks).
+    (N, L) of sequences (``batch_size`` random rows), a pair ``(src (N, S), tgt (N, T))`` of
+    aligned 2-D tensors (the same ``batch_size`` random rows of both), or a callable
+    ``f(generator)`` returning a batch of either kind (synthetic tasks).
     """
     if callable(data) and not isinstance(data, Tensor):
         return data(generator)
+    if isinstance(data, (tuple, list)):
+        if len(data) != 2 or not all(isinstance(d, Tensor) and d.dim() == 2 for d in data):
+            raise ValueError("pairs must be (src_ids (N, S), tgt_ids (N, T)): two 2-D tensors")
+        src, tgt = data
+        if src.shape[0] != tgt.shape[0]:
+            raise ValueError(f"src_ids has {src.shape[0]} rows but tgt_ids has {tgt.shape[0]}; "
+                             "pairs need one target row per source row")
+        rows = torch.randint(0, src.shape[0], (batch_size,), generator=generator)
+        return src[rows], tgt[rows]  # (B, S), (B, T)
     if not isinstance(data, Tensor):
         raise TypeError(f"data must be a token-id tensor or a callable, got {type(data).__name__}")
     if data.dim() == 1:
@@ -65,14 +106,19 @@ def train(
     grad_clip: Optional[float] = 1.0,
     generator: Optional[torch.Generator] = None,
     progress: bool = False,
+    bos_id: Optional[int] = None,
+    pad_id: Optional[int] = None,
+    callback: Optional[Callable[[int, float], None]] = None,
 ) -> list[float]:
     """Train ``model`` to predict the next token; return the loss of every step.
 
     Args:
         model: maps input ids (B, T) to logits (B, T, V), returned directly or as ``.logits``
-            (e.g. :class:`attnlib.GPT`).
-        data: a 1-D corpus of token ids, a 2-D (N, L) tensor of sequences, or a callable
-            ``f(generator) -> (B, L)`` (see :func:`sample_batch`).
+            (e.g. :class:`attnlib.GPT`); for pairs, ``model(src_ids, decoder_input)`` does
+            (e.g. :class:`attnlib.EncoderDecoder`).
+        data: a 1-D corpus of token ids, a 2-D (N, L) tensor of sequences, a pair
+            ``(src_ids (N, S), tgt_ids (N, T))`` for an encoder-decoder, or a callable
+            ``f(generator)`` returning a batch of either kind (see :func:`sample_batch`).
         steps: number of optimisation steps (one batch each).
         batch_size, block_size: B and T (block_size only for a 1-D corpus).
         lr, weight_decay: AdamW's learning rate and decoupled weight decay.
@@ -80,6 +126,11 @@ def train(
         generator: seeds batch sampling (a fresh ``torch.Generator().manual_seed(0)`` if None), so
             a run is reproducible.
         progress: show a tqdm progress bar.
+        bos_id: pairs only (required there): the decoder's start token, see :func:`teacher_forcing`.
+        pad_id: pairs only: padding id; padded targets are left out of the loss and padded source
+            tokens are masked (the model is called with ``src_attention_mask``).
+        callback: called as ``callback(step, loss)`` after each update (step counts from 1), e.g.
+            to save attention snapshots during training.
 
     Returns:
         A list of ``steps`` floats: the mean cross-entropy of each step's batch, before its update.
@@ -103,13 +154,18 @@ def train(
 
         rng = tqdm(rng, desc="training")
     history: list[float] = []
-    for _ in rng:
-        inputs, targets = shift_targets(sample_batch(data, batch_size, block_size, generator).to(device))
-        out = model(inputs)
+    for step in rng:
+        batch = sample_batch(data, batch_size, block_size, generator)
+        if isinstance(batch, (tuple, list)):
+            out, targets = _seq2seq_forward(model, batch, bos_id, pad_id, device)
+        else:
+            inputs, targets = shift_targets(batch.to(device))
+            out = model(inputs)
         logits = out.logits if hasattr(out, "logits") else out  # (B, T, V)
         if logits.shape[:2] != targets.shape:
-            raise ValueError(f"model returned logits {tuple(logits.shape)} for inputs {tuple(inputs.shape)}")
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
+            raise ValueError(f"model returned logits {tuple(logits.shape)} for targets {tuple(targets.shape)}")
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
+                               ignore_index=IGNORE_INDEX)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if grad_clip is not None:
@@ -118,5 +174,26 @@ def train(
         history.append(loss.item())
         if progress:
             rng.set_postfix(loss=f"{history[-1]:.3f}")
+        if callback is not None:
+            callback(step + 1, history[-1])
     model.train(was_training)
     return history
+
+
+def _seq2seq_forward(model: nn.Module, batch: Sequence[Tensor], bos_id: Optional[int],
+                     pad_id: Optional[int], device: torch.device) -> tuple[Any, Tensor]:
+    """Teacher-forced forward pass on one (src, tgt) batch; returns (model output, targets)."""
+    if bos_id is None:
+        raise ValueError("training on (src, tgt) pairs needs bos_id, the decoder's start token "
+                         "(e.g. train(model, pairs, steps=..., bos_id=tok.bos_id))")
+    if len(batch) != 2:
+        raise ValueError(f"a pair batch must be (src_ids, tgt_ids), got {len(batch)} tensors")
+    src, tgt = (t.to(device) for t in batch)
+    if src.shape[0] != tgt.shape[0]:
+        raise ValueError(f"src_ids batch {src.shape[0]} != tgt_ids batch {tgt.shape[0]}")
+    decoder_input, targets = teacher_forcing(tgt, bos_id)  # (B, T) each
+    if pad_id is None:
+        return model(src, decoder_input), targets
+    targets = targets.masked_fill(targets == pad_id, IGNORE_INDEX)  # no loss on padding
+    src_mask = (src != pad_id).long()  # (B, S), 1 real / 0 pad
+    return model(src, decoder_input, src_attention_mask=src_mask), targets

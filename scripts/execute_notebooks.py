@@ -1,6 +1,6 @@
 """Re-execute notebooks in place in a fresh kernel, storing outputs and widget state.
 
-    python scripts/execute_notebooks.py                 # every notebooks/*.ipynb
+    python scripts/execute_notebooks.py                 # every notebooks/*.ipynb and book/*.ipynb
     python scripts/execute_notebooks.py notebooks/04_scaled_dot_product_attention.ipynb
 
 This is the only way notebooks' outputs are regenerated (never hand-save from JupyterLab: it can
@@ -37,10 +37,16 @@ def execute(path: Path, timeout: int = 600) -> float:
 
 
 def main(argv: list[str]) -> int:
-    paths = [Path(p) for p in argv] or sorted((ROOT / "notebooks").glob("*.ipynb"))
+    paths = [Path(p) for p in argv] or [*sorted((ROOT / "notebooks").glob("*.ipynb")),
+                                        *sorted((ROOT / "book").glob("*.ipynb"))]  # the playground
+    times = {}
     for p in paths:
         print(f"executing {p} ...", flush=True)
-        print(f"  done in {execute(p.resolve()):.1f} s", flush=True)
+        times[p.name] = execute(p.resolve())
+        print(f"  done in {times[p.name]:.1f} s", flush=True)
+    if len(times) > 1:  # the numbers book/how_to_use.md quotes ("Restart and run all" per chapter)
+        print(f"{len(times)} notebooks in {sum(times.values()):.0f} s; per notebook "
+              f"{min(times.values()):.0f} to {max(times.values()):.0f} s")
     return 0
 
 

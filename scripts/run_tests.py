@@ -6,6 +6,9 @@
 Steps (each a separate pytest run, all run even if one fails; the exit code is 1 if any failed):
   unit       tests/ (the library, the explorer, benchmarks), without the book tests below
   notebooks  pytest --nbval: every chapter re-run in a fresh kernel, outputs compared
+  notebooks-default
+             the same under ATEN_CPU_CAPABILITY=default (torch's plain CPU kernels, no AVX): an
+             output that depends on this CPU's vector units fails here, not on a reader's laptop
   widgets    stored widget state and the notebook conventions (tests/test_book_widgets.py,
              tests/test_book_notebooks.py)
   book       the Jupyter Book build with warnings as errors (tests/test_book_build.py)
@@ -13,11 +16,16 @@ Steps (each a separate pytest run, all run even if one fails; the exit code is 1
 
 pytest's exit code 5 ("no tests collected") fails a step, except for `notebooks` while the
 notebooks/ folder holds no chapter: a step that silently tests nothing is not a pass.
+
+A step whose tools are missing (Chromium and chromedriver for `browser`; npm, or the two cached
+asset tarballs, for `book`) is skipped on a reader's machine, and named at the end with how to
+install what it needs. With CI=true nothing is skipped: the step runs and fails.
 """
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -28,6 +36,9 @@ PY = sys.executable
 BOOK_TESTS = ["tests/test_book_widgets.py", "tests/test_book_notebooks.py",
               "tests/test_book_build.py", "tests/test_book_browser.py"]
 COMMON = ["-p", "no:cacheprovider", "-q", "-rfE"]
+CHROMIUM = os.environ.get("ATTNLIB_CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("ATTNLIB_CHROMEDRIVER", "/usr/bin/chromedriver")
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
 def workers() -> list[str]:
@@ -42,11 +53,13 @@ def workers() -> list[str]:
 
 def steps() -> dict[str, list[str]]:
     ignore = [f"--ignore={t}" for t in BOOK_TESTS]
+    nbval = [PY, "-m", "pytest", "--nbval", "notebooks/", "--nbval-sanitize-with",
+             "tests/nbval_sanitize.cfg", "--nbval-cell-timeout", "600", *COMMON,
+             *([*workers(), "--dist", "loadfile"] if workers() else [])]
     return {
         "unit": [PY, "-m", "pytest", "tests", *ignore, *COMMON, *workers()],
-        "notebooks": [PY, "-m", "pytest", "--nbval", "notebooks/", "--nbval-sanitize-with",
-                      "tests/nbval_sanitize.cfg", "--nbval-cell-timeout", "600", *COMMON,
-                      *([*workers(), "--dist", "loadfile"] if workers() else [])],
+        "notebooks": nbval,
+        "notebooks-default": nbval,
         "widgets": [PY, "-m", "pytest", "tests/test_book_widgets.py", "tests/test_book_notebooks.py",
                     *COMMON],
         "book": [PY, "-m", "pytest", "tests/test_book_build.py", *COMMON],
@@ -70,10 +83,30 @@ def counts(output: str) -> dict[str, int]:
     return {}
 
 
+ENV = {"notebooks-default": {"ATEN_CPU_CAPABILITY": "default"}}
+
+
+def missing_tools(name: str) -> str:
+    """What a step needs that this machine lacks, and how to get it ("" when nothing is missing)."""
+    if name == "browser" and not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+        return ("Chromium and chromedriver (Debian/Ubuntu: sudo apt-get install chromium "
+                "chromium-driver; macOS: brew install --cask chromium chromedriver, then set "
+                "ATTNLIB_CHROMIUM and ATTNLIB_CHROMEDRIVER to their paths)")
+    if name in ("book", "browser") and shutil.which("npm") is None \
+            and not (ROOT / "_build" / "assets" / "VERSIONS.json").exists() \
+            and not os.environ.get("ATTNLIB_NPM_TARBALLS"):
+        return ("npm, once, to fetch MathJax and the widget manager (Debian/Ubuntu: sudo apt-get "
+                "install npm; macOS: brew install node; or see scripts/vendor_assets.py)")
+    return ""
+
+
 def run(name: str, cmd: list[str]) -> tuple[bool, dict[str, int], float]:
-    print(f"\n=== {name}: {' '.join(cmd[1:])}", flush=True)
+    extra = ENV.get(name, {})
+    shown = " ".join(f"{k}={v}" for k, v in extra.items())
+    print(f"\n=== {name}: {shown + ' ' if shown else ''}{' '.join(cmd[1:])}", flush=True)
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, **extra})
     lines = []
     for line in proc.stdout:  # stream, and keep it to read the closing line
         print(line, end="", flush=True)
@@ -96,9 +129,12 @@ def main(argv: list[str]) -> int:
     if unknown:
         print(f"unknown step(s) {unknown}; steps are {list(table)}", file=sys.stderr)
         return 2
-    results = {name: run(name, table[name]) for name in chosen}
+    skipped = {name: need for name in chosen if (need := missing_tools(name)) and not IN_CI}
+    results = {name: run(name, table[name]) for name in chosen if name not in skipped}
     total: dict[str, int] = {}
     print("\n=== summary")
+    for name, need in skipped.items():
+        print(f"  {name:<10} SKIPPED: needs {need}")
     for name, (ok, c, took) in results.items():
         for k, v in c.items():
             total[k] = total.get(k, 0) + v
@@ -111,6 +147,9 @@ def main(argv: list[str]) -> int:
     print(f"total: {total.get('passed', 0)} passed, {failed} failed, {total.get('skipped', 0)} skipped")
     if failed_steps:
         print(f"failed steps: {', '.join(failed_steps)}")
+    if skipped:
+        print(f"skipped steps: {', '.join(skipped)} (install what they need, then `make test` again;"
+              " CI runs them all)")
     return 1 if failed_steps else 0
 
 

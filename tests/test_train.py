@@ -95,3 +95,128 @@ def lambda_model():
             return self.w.expand(ids.shape[0], 1, V)  # wrong length T
 
     return Bad()
+
+
+# ---------------------------------------------------------------- encoder-decoders (teacher forcing)
+
+from attnlib.train import teacher_forcing  # noqa: E402
+
+BOS = 1
+
+
+def test_teacher_forcing_shifts_right_behind_bos():
+    tgt = torch.tensor([[5, 6, 7, 2], [3, 4, 2, 0]])  # 2 = eos, 0 = pad
+    dec_in, targets = teacher_forcing(tgt, BOS)
+    assert torch.equal(dec_in, torch.tensor([[1, 5, 6, 7], [1, 3, 4, 2]]))
+    assert torch.equal(targets, tgt)  # position t is scored on token t, having read tokens < t
+    assert dec_in.shape == targets.shape == (2, 4) and dec_in.dtype == torch.long
+    with pytest.raises(TypeError, match="integer"):
+        teacher_forcing(tgt.float(), BOS)
+    with pytest.raises(ValueError, match=r"\(4,\)"):
+        teacher_forcing(tgt[0], BOS)
+
+
+class Recorder(nn.Module):
+    """Remembers what train() feeds it; its logits are confident in ``answers[src row]``."""
+
+    def __init__(self, answers):
+        super().__init__()
+        self.answers = answers  # (N, T): the token each position should predict
+        self.w = nn.Parameter(torch.zeros(()))
+        self.calls = []
+
+    def forward(self, src, dec_in, src_attention_mask=None):
+        self.calls.append((src.clone(), dec_in.clone(), src_attention_mask))
+        want = self.answers[src[:, 0]]  # (B, T): row i of the data has src[i, 0] == i
+        return 100.0 * F.one_hot(want, V).float() + self.w
+
+
+def pair_data(n=6, T=4):
+    src = torch.arange(n)[:, None].repeat(1, 3)  # (N, 3): row i is [i, i, i]
+    tgt = (torch.arange(n)[:, None] + torch.arange(T)) % (V - 2) + 2  # ids in [2, V)
+    return src, tgt
+
+
+import torch.nn.functional as F  # noqa: E402
+
+
+def test_pairs_are_fed_shifted_and_scored_unshifted():
+    src, tgt = pair_data()
+    rec = Recorder(tgt)
+    history = train(rec, (src, tgt), steps=3, batch_size=5, bos_id=BOS)
+    assert len(rec.calls) == 3 and max(history) < 1e-6  # confident in tgt itself: loss ~ 0
+    for s, dec_in, mask in rec.calls:
+        rows = s[:, 0]
+        assert s.shape == (5, 3) and dec_in.shape == (5, 4) and mask is None
+        assert torch.equal(dec_in[:, 0], torch.full((5,), BOS))
+        assert torch.equal(dec_in[:, 1:], tgt[rows, :-1])
+    # scored against the shifted-left target instead, the same model is confidently wrong
+    rec_wrong = Recorder(torch.roll(tgt, -1, dims=1))
+    assert min(train(rec_wrong, (src, tgt), steps=1, batch_size=5, bos_id=BOS)) > 10
+
+
+class BigramDecoder(nn.Module):
+    """Predicts target token t from decoder input t alone (ignores the source)."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Embedding(V, V)
+
+    def forward(self, src, dec_in):
+        return self.table(dec_in)  # (B, T, V)
+
+
+def test_shift_by_one_is_what_gets_learned():
+    # every target counts up by one: y_t = y_{t-1} + 1. With decoder input [bos, y_0, ...] the
+    # bigram must learn x -> x + 1; a shift off by one would teach it x -> x or x -> x + 2.
+    src, tgt = pair_data(n=6, T=5)
+    torch.manual_seed(0)
+    model = BigramDecoder()
+    history = train(model, (src, tgt), steps=200, batch_size=8, lr=0.1, bos_id=BOS)
+    assert history[-1] < history[0] / 2
+    seen = tgt[:, :-1].unique()
+    pred = model.table(seen).argmax(-1)
+    assert torch.equal(pred, (seen - 2 + 1) % (V - 2) + 2)
+
+
+def test_padding_is_masked_and_left_out_of_the_loss():
+    src, tgt = pair_data()
+    src[:, -1] = 0
+    tgt[:, -1] = 0  # pad id 0 in the last column of both
+    wrong_on_pad = tgt.clone()
+    wrong_on_pad[:, -1] = 3  # the model is confidently wrong exactly at the padded targets
+    rec = Recorder(wrong_on_pad)
+    history = train(rec, (src, tgt), steps=2, batch_size=4, bos_id=BOS, pad_id=0)
+    assert max(history) < 1e-6  # padded positions are ignored
+    assert train(Recorder(wrong_on_pad), (src, tgt), steps=1, batch_size=4, bos_id=BOS)[0] > 10
+    s, _, mask = rec.calls[0]
+    assert torch.equal(mask, (s != 0).long())
+
+
+def test_encoder_decoder_learns_to_reverse():
+    import attnlib
+
+    g = torch.Generator().manual_seed(0)
+    src = torch.randint(3, 10, (256, 5), generator=g)
+    tgt = torch.cat([src.flip(1), torch.full((256, 1), 2)], dim=1)  # reversed, then eos 2
+    torch.manual_seed(0)
+    cfg = attnlib.TransformerConfig(vocab_size=10, d_model=32, n_heads=2, n_layers=1, max_len=8)
+    model = attnlib.EncoderDecoder(cfg)
+    steps = []
+    history = train(model, (src, tgt), steps=160, batch_size=32, lr=5e-3, bos_id=BOS,
+                    callback=lambda step, loss: steps.append((step, loss)))
+    assert abs(history[0] - math.log(10)) < 0.5
+    assert sum(history[-10:]) / 10 < 0.1 * history[0]
+    assert steps == list(zip(range(1, 161), history))
+    out = model.generate(src[:64], 6, bos_id=BOS, eos_id=2)
+    assert out.shape == (64, 7) and (out[:, 1:] == tgt[:64]).all(1).float().mean() > 0.5
+
+
+def test_pair_errors():
+    src, tgt = pair_data()
+    with pytest.raises(ValueError, match="bos_id"):
+        train(Recorder(tgt), (src, tgt), steps=1)
+    with pytest.raises(ValueError, match="6 rows but tgt_ids has 5"):
+        train(Recorder(tgt), (src, tgt[:5]), steps=1, bos_id=BOS)
+    with pytest.raises(ValueError, match="two 2-D"):
+        train(Recorder(tgt), (src, tgt, tgt), steps=1, bos_id=BOS)

@@ -293,6 +293,20 @@ def test_precomputed_slider_collects_unreturned_figures_and_html():
         viz.precomputed_slider([1], lambda v: None)
 
 
+def test_precomputed_slider_output_explains_itself_where_widgets_cannot_draw():
+    """Untrusted JupyterLab / GitHub show text/plain or an image, never `VBox(children=...`."""
+    box = viz.precomputed_slider([1, 2], lambda k: viz.heatmap(torch.eye(2) * k / 2, ["a", "b"]).figure,
+                                 description="k")
+    bundle = box._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle  # still a live widget where it can be
+    assert "VBox(" not in bundle["text/plain"]
+    assert "Slider 'k' over 2 precomputed states" in bundle["text/plain"] and "trusted" in bundle["text/plain"]
+    first = box.children[1].children[0].outputs[0]["data"]["image/png"]
+    assert bundle["image/png"] == first  # the first state's picture
+    html = viz.precomputed_slider(["x"], lambda _: viz.explorer(softmax_weights(2, 2), ["a", "b"]))
+    assert "image/png" not in html._repr_mimebundle_()  # no picture to show: the text alone
+
+
 def test_precomputed_slider_validation():
     with pytest.raises(ValueError, match="at least one value"):
         viz.precomputed_slider([], str)

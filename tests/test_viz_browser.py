@@ -6,11 +6,13 @@ Screenshots go to artifacts/screenshots/viz_*.png (git-ignored) for a human look
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
 
 import numpy as np
+
 import pytest
 import torch
 
@@ -18,15 +20,15 @@ from attnlib import viz
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 ROOT = Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "artifacts" / "screenshots"
 EVIL = "<script>alert(1)</script>"
 EVIL_IMG = "<img src=x onerror=\"window.__pwned=1\">"  # would run (and request x) if parsed as HTML
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
-if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
-    pytest.skip(f"headless browser check needs {CHROMIUM} and {CHROMEDRIVER}", allow_module_level=True)
+from _browser import require_browser  # noqa: E402
+
+CHROMIUM, CHROMEDRIVER = require_browser()
 
 from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402

@@ -95,16 +95,15 @@ def llama_config(hf_config: dict[str, Any]) -> TransformerConfig:
             hidden_act, attention_bias, mlp_bias, head_dim, rope_scaling.
 
     Returns:
-        TransformerConfig. Raises ValueError for options attnlib cannot reproduce (RoPE scaling, an
-        activation other than silu, attention_bias != mlp_bias, head_dim != hidden_size / heads).
+        TransformerConfig. attnlib has one ``bias`` switch: it is on when attention_bias or mlp_bias
+        is (:func:`llama_state` then gives the bias-free projections zero biases, which is exact).
+        Raises ValueError for options attnlib cannot reproduce (RoPE scaling, an activation other
+        than silu, head_dim != hidden_size / num_attention_heads).
     """
     hf = hf_config
     if hf.get("hidden_act", "silu") != "silu":
         raise ValueError(f"Llama with hidden_act={hf['hidden_act']!r} is not supported; attnlib's SwiGLU uses silu")
-    attn_bias, mlp_bias = bool(hf.get("attention_bias", False)), bool(hf.get("mlp_bias", False))
-    if attn_bias != mlp_bias:
-        raise ValueError(f"attnlib has one bias switch for attention and FFN; got attention_bias={attn_bias}, "
-                         f"mlp_bias={mlp_bias}")
+    any_bias = bool(hf.get("attention_bias", False)) or bool(hf.get("mlp_bias", False))
     if hf.get("pretraining_tp", 1) != 1:
         raise ValueError(f"pretraining_tp={hf['pretraining_tp']} (sliced projections) is not supported; use 1")
     d, heads = hf["hidden_size"], hf["num_attention_heads"]
@@ -115,7 +114,7 @@ def llama_config(hf_config: dict[str, Any]) -> TransformerConfig:
     return TransformerConfig(
         vocab_size=hf["vocab_size"], d_model=d, n_heads=heads, n_layers=hf["num_hidden_layers"],
         d_ff=hf["intermediate_size"], max_len=hf["max_position_embeddings"], positional="rope",
-        activation="swiglu", norm_first=True, dropout=0.0, bias=attn_bias,
+        activation="swiglu", norm_first=True, dropout=0.0, bias=any_bias,
         tie_weights=bool(hf.get("tie_word_embeddings", False)), layer_norm_eps=hf["rms_norm_eps"],
         n_kv_heads=hf.get("num_key_value_heads") or heads, norm="rmsnorm", rope_base=_rope_theta(hf),
     )
@@ -126,7 +125,7 @@ def llama_config(hf_config: dict[str, Any]) -> TransformerConfig:
 _ATTN = {"emb": "embed.tok_emb.weight", "pos": "embed.pos_emb.weight", "type": "embed.type_emb.weight",
          "emb_norm": "embed.norm", "layer": "layers.{i}", "q": "self_attn.q_proj", "k": "self_attn.k_proj",
          "v": "self_attn.v_proj", "o": "self_attn.out_proj", "norm1": "norm1", "fc1": "ffn.fc1",
-         "fc2": "ffn.fc2", "enc_norm2": "norm2", "dec_norm2": "norm3", "norm_f": "norm_f",
+         "fc2": "ffn.fc2", "gate": "ffn.gate", "enc_norm2": "norm2", "dec_norm2": "norm3", "norm_f": "norm_f",
          "head": "lm_head.weight"}
 
 
@@ -203,16 +202,20 @@ def llama_state(sd: dict[str, Tensor], cfg: TransformerConfig) -> dict[str, Tens
     """
     a, out = _ATTN, {}
     hf = Used({k: v for k, v in sd.items() if not k.endswith("rotary_emb.inv_freq")})  # old buffers
-    params = ("weight", "bias") if cfg.bias else ("weight",)
+    # One bias switch in attnlib, two in Llama (attention_bias, mlp_bias): a group that has no biases
+    # in the checkpoint (judged by layer 0) gets zero biases when cfg.bias is on, which is exact.
+    has_bias = {group: f"model.layers.0.{group}.{proj}.bias" in hf
+                for group, proj in (("self_attn", "q_proj"), ("mlp", "up_proj"))}
     out[a["emb"]] = hf["model.embed_tokens.weight"]
     for i in range(cfg.n_layers):
         L, h = a["layer"].format(i=i), f"model.layers.{i}."
         for ours, theirs in (("q", "self_attn.q_proj"), ("k", "self_attn.k_proj"), ("v", "self_attn.v_proj"),
-                             ("o", "self_attn.o_proj"), ("fc1", "mlp.up_proj"), ("fc2", "mlp.down_proj")):
-            for p in params:
-                out[f"{L}.{a[ours]}.{p}"] = hf[f"{h}{theirs}.{p}"]
-        for p in params:
-            out[f"{L}.ffn.gate.{p}"] = hf[f"{h}mlp.gate_proj.{p}"]
+                             ("o", "self_attn.o_proj"), ("fc1", "mlp.up_proj"), ("fc2", "mlp.down_proj"),
+                             ("gate", "mlp.gate_proj")):
+            w = out[f"{L}.{a[ours]}.weight"] = hf[f"{h}{theirs}.weight"]  # (out, in) on both sides
+            if cfg.bias:
+                has = has_bias[theirs.split(".")[0]]
+                out[f"{L}.{a[ours]}.bias"] = hf[f"{h}{theirs}.bias"] if has else w.new_zeros(w.shape[0])
         out[f"{L}.{a['norm1']}.weight"] = hf[h + "input_layernorm.weight"]  # RMSNorm: weight only
         out[f"{L}.{a['dec_norm2']}.weight"] = hf[h + "post_attention_layernorm.weight"]
     out[f"{a['norm_f']}.weight"] = hf["model.norm.weight"]

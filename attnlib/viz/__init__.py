@@ -7,6 +7,8 @@ network); ``precomputed_slider`` links an ipywidgets slider to precomputed outpu
 from .attention import attention_explorer
 from .explorer import Explorer, decode_payload, explorer
 from .heatmap import heatmap
+from .live import LiveModel, live_model
 from .widgets import precomputed_slider
 
-__all__ = ["heatmap", "explorer", "attention_explorer", "precomputed_slider", "Explorer", "decode_payload"]
+__all__ = ["heatmap", "explorer", "attention_explorer", "precomputed_slider", "Explorer", "decode_payload",
+           "live_model", "LiveModel"]

@@ -353,7 +353,7 @@
      several times on one page; hosts differ in whether document.currentScript is set). */
   var me = document.currentScript, uid = null;
   if (me && me.parentNode && me.parentNode.getAttribute) uid = me.parentNode.getAttribute("data-attnlib-uid");
-  var sel = "div.attnlib-explorer:not([data-attnlib-ready])" + (uid ? '[data-attnlib-uid="' + uid + '"]' : "");
+  var sel = "div.attnlib-explorer:not([data-attnlib-ready]):not(.attnlib-live)" + (uid ? '[data-attnlib-uid="' + uid + '"]' : "");
   var roots = Array.prototype.slice.call(document.querySelectorAll(sel));
   if (uid && !me.parentNode.hasAttribute("data-attnlib-ready") && roots.indexOf(me.parentNode) < 0) roots.push(me.parentNode);
   for (var r = 0; r < roots.length; r++) {

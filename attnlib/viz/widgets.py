@@ -38,6 +38,10 @@ def precomputed_slider(values: Sequence[Any], render: Callable[[Any], Any], *,
     returning them are captured too (do not call ``plt.show()`` inside). The slider's index is
     ``jslink``ed to the Stack's ``selected_index``, so it moves with no kernel (static book, Colab).
 
+    Where widgets cannot be drawn (an untrusted notebook in JupyterLab, GitHub's notebook view),
+    the output shows the first state's picture (when it is a figure) and a line that says what the
+    slider is and how to get it live, instead of ``VBox(children=...)``.
+
     Returns:
         ``ipywidgets.VBox([slider, stack])``; ``.children[0]`` is the slider, ``.children[1]`` the Stack.
     """
@@ -73,4 +77,31 @@ def precomputed_slider(values: Sequence[Any], render: Callable[[Any], Any], *,
                                      description=description, continuous_update=continuous_update,
                                      style={"description_width": "initial"})
     widgets.jslink((slider, "index"), (stack, "selected_index"))
-    return widgets.VBox([slider, stack])
+    first = outputs[0].outputs[-1]["data"]
+    box = _slider_box_class(widgets)([slider, stack])
+    box._fallback = {"text/plain": (
+        f"Slider {description!r} over {len(values)} precomputed states ({labels[0]} ... {labels[-1]}); "
+        f"the first state is shown. The live slider appears once the notebook is trusted or its "
+        f"cells are run; in the book it works with no kernel."),
+        **({"image/png": first["image/png"]} if "image/png" in first else {})}
+    return box
+
+
+_SLIDER_BOX: Any = None
+
+
+def _slider_box_class(widgets: Any) -> Any:
+    """A VBox whose stored output carries a readable fallback (made once, after ipywidgets loads)."""
+    global _SLIDER_BOX
+    if _SLIDER_BOX is None:
+        class PrecomputedSlider(widgets.VBox):
+            """VBox([slider, stack]); displayed, it also carries a text/picture fallback."""
+
+            _fallback: dict[str, str] = {}
+
+            def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+                data = super()._repr_mimebundle_(**kwargs)
+                return {**data, **self._fallback}
+
+        _SLIDER_BOX = PrecomputedSlider
+    return _SLIDER_BOX

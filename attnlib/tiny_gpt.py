@@ -1,0 +1,146 @@
+"""The book's tiny GPT (chapter 10): one recipe, and one small committed checkpoint of it.
+
+Chapter 10 trains a character-level GPT on the first 100,000 characters of Genesis in a few seconds.
+``train_tiny_gpt`` is that recipe as a function (same corpus slice, config, seed and training
+settings). ``save_tiny_gpt`` writes a model and its tokenizer to one ``.safetensors`` file (the
+config and the vocabulary travel in the file's metadata); ``load_tiny_gpt`` reads it back. The
+weights of one run ship with attnlib (``attnlib/weights/tiny_gpt_genesis.safetensors``), so the
+live page, its tests and the chapter use the same numbers on every CPU (training on another CPU
+changes the last bits).
+
+Regenerate the committed file (only when the recipe changes)::
+
+    python -m attnlib.tiny_gpt
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from importlib import resources
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import torch
+
+from .config import TransformerConfig
+from .models import GPT
+from .tokenizers import CharTokenizer
+
+__all__ = ["TINY_GPT_RECIPE", "train_tiny_gpt", "save_tiny_gpt", "load_tiny_gpt", "TINY_GPT_FILE"]
+
+# Chapter 10's settings, in one place (the chapter can read them from here).
+TINY_GPT_RECIPE: dict[str, Any] = {
+    "books": ("Genesis",), "max_chars": 100_000,            # the corpus slice
+    "d_model": 64, "n_heads": 4, "n_layers": 2, "max_len": 64,  # the model (other fields: defaults)
+    "seed": 0,                                               # seed_everything(seed) before GPT(cfg)
+    "steps": 300, "batch_size": 32, "block_size": 32, "lr": 6e-3, "data_seed": 0,  # attnlib.train
+}
+TINY_GPT_FILE = "tiny_gpt_genesis.safetensors"
+_FORMAT = "attnlib.tiny_gpt/1"
+PathLike = Union[str, Path]
+
+
+def train_tiny_gpt(steps: Optional[int] = None, *, threads: int = 1) -> tuple[GPT, CharTokenizer, list[float]]:
+    """Rebuild chapter 10's model: the Genesis slice, a CharTokenizer, GPT(cfg) seeded, attnlib.train.
+
+    Args:
+        steps: training steps (default: the recipe's 300).
+        threads: torch CPU threads while training (the chapter trains on 1).
+
+    Returns:
+        (model in eval mode, tokenizer, the loss of every step).
+    """
+    from .data import load_corpus
+    from .train import train
+    from .utils import seed_everything
+
+    r = TINY_GPT_RECIPE
+    text = load_corpus(r["books"], max_chars=r["max_chars"])
+    tok = CharTokenizer.from_text(text)
+    data = torch.tensor(tok.encode(text))  # (N,) the whole slice as one id sequence
+    seed_everything(r["seed"])
+    cfg = TransformerConfig(vocab_size=tok.vocab_size, d_model=r["d_model"], n_heads=r["n_heads"],
+                            n_layers=r["n_layers"], max_len=r["max_len"])
+    model = GPT(cfg)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        history = train(model, data, steps=r["steps"] if steps is None else steps,
+                        batch_size=r["batch_size"], block_size=r["block_size"], lr=r["lr"],
+                        generator=torch.Generator().manual_seed(r["data_seed"]))
+    finally:
+        torch.set_num_threads(before)
+    return model.eval(), tok, history
+
+
+def save_tiny_gpt(model: GPT, tokenizer: CharTokenizer, path: PathLike, *,
+                  extra: Optional[dict[str, str]] = None) -> Path:
+    """Write ``model``'s weights (float32), its config and the tokenizer's vocabulary to ``path``.
+
+    Args:
+        model: an attnlib.GPT; tokenizer: the CharTokenizer it was trained with.
+        path: the ``.safetensors`` file to write; extra: more metadata strings (e.g. the final loss).
+    Returns:
+        The path written.
+    """
+    from safetensors.torch import save_file
+
+    if not isinstance(model, GPT):
+        raise TypeError(f"model must be an attnlib.GPT, got {type(model).__name__}")
+    if not isinstance(tokenizer, CharTokenizer):
+        raise TypeError(f"tokenizer must be an attnlib.CharTokenizer, got {type(tokenizer).__name__}")
+    if tokenizer.vocab_size != model.cfg.vocab_size:
+        raise ValueError(f"tokenizer has {tokenizer.vocab_size} entries but the model's vocab_size "
+                         f"is {model.cfg.vocab_size}")
+    # tied weights are one tensor: store it once (lm_head.weight is rebuilt by GPT(cfg))
+    state = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.state_dict().items()
+             if not (model.cfg.tie_weights and k == "lm_head.weight")}
+    meta = {"format": _FORMAT, "config": json.dumps(asdict(model.cfg), sort_keys=True),
+            "vocab": json.dumps(tokenizer.itos, ensure_ascii=False), **(extra or {})}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file(state, str(path), metadata=meta)
+    return path
+
+
+def load_tiny_gpt(path: Optional[PathLike] = None) -> tuple[GPT, CharTokenizer]:
+    """Read a file written by ``save_tiny_gpt`` (default: the checkpoint shipped with attnlib).
+
+    Returns:
+        (model in eval mode, float32 on the CPU; its CharTokenizer).
+    """
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    if path is None:
+        path = resources.files(__package__).joinpath("weights", TINY_GPT_FILE)
+    path = Path(str(path))
+    if not path.is_file():
+        raise FileNotFoundError(f"no tiny-GPT checkpoint at {path}; write one with save_tiny_gpt")
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata() or {}
+    if meta.get("format") != _FORMAT:
+        raise ValueError(f"{path} is not a tiny-GPT checkpoint (format {meta.get('format')!r}, "
+                         f"expected {_FORMAT!r})")
+    cfg = TransformerConfig(**json.loads(meta["config"]))
+    tok = CharTokenizer(json.loads(meta["vocab"]))
+    model = GPT(cfg)
+    state = load_file(str(path))
+    if cfg.tie_weights:
+        state["lm_head.weight"] = state["embed.tok_emb.weight"]
+    model.load_state_dict(state, strict=True)
+    return model.eval(), tok
+
+
+def main() -> None:
+    """Train with the recipe and rewrite the committed checkpoint (``python -m attnlib.tiny_gpt``)."""
+    model, tok, history = train_tiny_gpt()
+    final = sum(history[-20:]) / 20
+    out = Path(__file__).with_name("weights") / TINY_GPT_FILE
+    save_tiny_gpt(model, tok, out, extra={"final_loss_mean_last_20": f"{final:.4f}",
+                                          "torch": torch.__version__})
+    print(f"wrote {out} ({out.stat().st_size} bytes); mean loss of the last 20 steps {final:.4f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,224 @@
+"""A live model in the page: a small trained attnlib.GPT whose forward pass runs in the browser.
+
+``live_model(gpt, tokenizer)`` ships the weights (float32 or float16, base64), the character
+vocabulary and ``live.js`` (the forward pass in plain JavaScript with typed arrays, the KV cache,
+seeded sampling and the drawing) in one self-contained HTML fragment: no kernel, no CDN, no
+network. The reader types text and sees every layer's and head's attention over it, the next-token
+probabilities, and generation step by step with the KV cache growing. Where scripts do not run
+(GitHub's notebook view, an untrusted notebook) a static SVG of the first state shows instead.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+from ..models import GPT
+from ..tokenizers import CharTokenizer
+from .explorer import _asset, _json_for_script, _palette
+
+__all__ = ["LiveModel", "live_model"]
+
+_DTYPES = {"float32": ("f32", np.float32), "float16": ("f16", np.float16)}
+
+
+def _tensors(gpt: GPT) -> list[tuple[str, torch.Tensor]]:
+    """The weights the JS forward pass reads, by its names (matrices are (out, in), like nn.Linear)."""
+    named = [("tok", gpt.embed.tok_emb.weight)]
+    if gpt.embed.pos_emb is not None:  # learned or sinusoidal: ship the (max_len, C) table itself
+        named.append(("pos", gpt.embed.pos_emb(torch.arange(gpt.cfg.max_len))))
+    for i, layer in enumerate(gpt.layers):
+        a = layer.self_attn
+        parts = [("n1", layer.norm1), ("q", a.q_proj), ("k", a.k_proj), ("v", a.v_proj), ("o", a.out_proj),
+                 ("n3", layer.norm3), ("f1", layer.ffn.fc1), ("f2", layer.ffn.fc2)]
+        for short, mod in parts:
+            named.append((f"l{i}.{short}.w", mod.weight))
+            if getattr(mod, "bias", None) is not None:
+                named.append((f"l{i}.{short}.b", mod.bias))
+    if gpt.norm_f is not None:
+        named += [("nf.w", gpt.norm_f.weight), ("nf.b", gpt.norm_f.bias)]
+    if gpt.lm_head.weight is not gpt.embed.tok_emb.weight:
+        named.append(("head", gpt.lm_head.weight))
+    return named
+
+
+def _check_supported(gpt: Any, tokenizer: Any) -> None:
+    if not isinstance(gpt, GPT):
+        raise TypeError(f"gpt must be an attnlib.GPT, got {type(gpt).__name__}")
+    if not isinstance(tokenizer, CharTokenizer):
+        raise TypeError(f"tokenizer must be an attnlib.CharTokenizer (the JS tokenizer is one token per "
+                        f"character), got {type(tokenizer).__name__}")
+    cfg = gpt.cfg
+    if tokenizer.vocab_size != cfg.vocab_size:
+        raise ValueError(f"tokenizer has {tokenizer.vocab_size} entries but the model's vocab_size is "
+                         f"{cfg.vocab_size}")
+    unsupported = []
+    if cfg.positional not in ("learned", "sinusoidal", "none"):
+        unsupported.append(f"positional={cfg.positional!r}")
+    if cfg.activation == "swiglu":
+        unsupported.append("activation='swiglu'")
+    if cfg.type_vocab_size or cfg.embedding_norm:
+        unsupported.append("token types / embedding_norm")
+    if getattr(cfg, "norm", "layernorm") != "layernorm":
+        unsupported.append(f"norm={cfg.norm!r}")
+    if getattr(cfg, "n_kv_heads", None) not in (None, cfg.n_heads):
+        unsupported.append(f"n_kv_heads={cfg.n_kv_heads}")
+    if unsupported:
+        raise ValueError("live_model's JavaScript forward pass supports learned/sinusoidal/no positions, "
+                         "relu/gelu/gelu_tanh, LayerNorm, pre- or post-norm and multi-head attention; "
+                         f"this model has {', '.join(unsupported)}")
+    n_params = sum(p.numel() for p in gpt.parameters())
+    if n_params > 1_000_000:
+        raise ValueError(f"the model has {n_params} parameters; a page carries at most 1,000,000 "
+                         "(about 2 MB in float16): pass a smaller model")
+
+
+def _pack(named: list[tuple[str, torch.Tensor]], dtype: str) -> tuple[list[dict], str, dict]:
+    """Matrices in ``dtype``, vectors in float32, one little-endian blob (4-byte aligned offsets).
+
+    Returns (index [{name, shape, dtype, offset}], base64 blob, {name: dequantized float32 array})."""
+    code, np_dtype = _DTYPES[dtype]
+    index, chunks, values, offset = [], [], {}, 0
+    for name, t in named:
+        arr = t.detach().to("cpu", torch.float32).numpy()
+        # matrices in the chosen dtype; vectors (LayerNorm, biases) and position tables in float32
+        kind, nd = (code, np_dtype) if arr.ndim == 2 and name != "pos" else ("f32", np.float32)
+        raw = arr.astype(np.dtype(nd).newbyteorder("<")).tobytes(order="C")
+        index.append({"name": name, "shape": list(arr.shape), "dtype": kind, "offset": offset})
+        values[name] = arr.astype(nd).astype(np.float32)
+        pad = (-len(raw)) % 4
+        chunks.append(raw + b"\0" * pad)
+        offset += len(raw) + pad
+    return index, base64.b64encode(b"".join(chunks)).decode("ascii"), values
+
+
+class LiveModel:
+    """A GPT exported to the browser. Display it (last line of a cell) to show it.
+
+    Attributes:
+        payload: the JSON-able dict shipped to the page (config, vocabulary, packed weights).
+        uid: a content hash; element ids derive from it (the same model gives the same HTML).
+    """
+
+    def __init__(self, payload: dict[str, Any], gpt: GPT, values: dict[str, np.ndarray], fallback: str):
+        self.payload = payload
+        self._gpt, self._values, self._fallback = gpt, values, fallback
+        self._json = _json_for_script(payload)
+        self.uid = hashlib.sha1(self._json.encode("utf-8")).hexdigest()[:12]
+
+    def __repr__(self) -> str:
+        c = self.payload["config"]
+        return (f"LiveModel({self.payload['title']!r}, L={c['L']}, H={c['H']}, C={c['C']}, V={c['V']}, "
+                f"max_len={c['T']}, weights={self.payload['weightsDtype']}, {self.nbytes // 1024} KiB)")
+
+    @property
+    def nbytes(self) -> int:
+        """Size of the HTML fragment in bytes (what one page carries)."""
+        return len(self.to_html().encode("utf-8"))
+
+    def reference_model(self) -> GPT:
+        """A copy of the GPT holding exactly the shipped (dequantized) weights: what the page computes."""
+        import copy
+
+        ref = copy.deepcopy(self._gpt).float().cpu().eval()
+        with torch.no_grad():
+            for name, t in _tensors(ref):
+                if name != "pos":  # positions ship in float32: the model's own table is exact
+                    t.copy_(torch.from_numpy(self._values[name]).view_as(t))
+        return ref
+
+    def to_html(self, *, full_page: bool = False) -> str:
+        """The self-contained fragment; ``full_page=True`` wraps it in a minimal HTML document."""
+        title = html.escape(self.payload["title"])
+        fragment = (
+            f'<div class="attnlib-explorer attnlib-live" id="attnlib-live-{self.uid}" '
+            f'data-attnlib-uid="{self.uid}" data-state="" role="group" aria-label="{title}">'
+            f"<style>{_asset('explorer.css')}{_asset('live.css')}</style>"
+            f'<div class="attnlib-noscript">{self._fallback}</div>'
+            f'<script type="application/json" class="attnlib-live-data">{self._json}</script>'
+            f"<script>{_asset('live.js')}</script>"
+            "</div>"
+        )
+        if not full_page:
+            return fragment
+        return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                f"<title>{title}</title></head>"
+                "<body style=\"max-width:760px;margin:16px auto;font-family:sans-serif\">"
+                f"{fragment}</body></html>\n")
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        return {"text/html": self.to_html(), "text/plain": repr(self)}
+
+    def save(self, path: Any) -> None:
+        """Write a standalone HTML page."""
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.to_html(full_page=True))
+
+
+def live_model(gpt: GPT, tokenizer: CharTokenizer, *, title: Optional[str] = None,
+               prompt: str = "And God said", weights: str = "float16", temperature: float = 0.8,
+               top_k: int = 10, top_p: float = 1.0, seed: int = 0, cmap: Optional[str] = None) -> LiveModel:
+    """Export a small trained GPT and its character tokenizer to a live page.
+
+    Args:
+        gpt: an attnlib.GPT (learned/sinusoidal/no positions, relu/gelu/gelu_tanh, LayerNorm, pre- or
+            post-norm, tied or untied head); tokenizer: its attnlib.CharTokenizer.
+        title: shown above; prompt: the text the page starts with.
+        weights: "float16" (half the bytes; LayerNorm and biases stay float32) or "float32".
+        temperature, top_k, top_p, seed: the sampling controls' starting values (top_k 0 = off).
+        cmap: a matplotlib colormap name for the attention (default viridis).
+
+    Returns:
+        A ``LiveModel``; display it. ``.reference_model()`` is a GPT with the shipped weights.
+    """
+    _check_supported(gpt, tokenizer)
+    if weights not in _DTYPES:
+        raise ValueError(f"weights must be one of {sorted(_DTYPES)}, got {weights!r}")
+    if not (temperature >= 0 and isinstance(top_k, int) and top_k >= 0 and 0 < top_p <= 1):
+        raise ValueError(f"need temperature >= 0, an int top_k >= 0 and 0 < top_p <= 1; got "
+                         f"temperature={temperature}, top_k={top_k!r}, top_p={top_p}")
+    cfg = gpt.cfg
+    prompt_ids = tokenizer.encode(prompt)  # a ValueError naming the character if outside the vocabulary
+    if not 0 < len(prompt_ids) <= cfg.max_len:
+        raise ValueError(f"prompt has {len(prompt_ids)} tokens; it needs 1 to max_len={cfg.max_len}")
+    was_training = gpt.training
+    gpt.eval()
+    try:
+        with torch.no_grad():
+            index, blob, values = _pack(_tensors(gpt), weights)
+    finally:
+        gpt.train(was_training)
+    payload = {
+        "v": 1, "title": title or "A tiny GPT, live in your browser",
+        "config": {"V": cfg.vocab_size, "C": cfg.d_model, "H": cfg.n_heads, "L": cfg.n_layers,
+                   "T": cfg.max_len, "F": cfg.d_ff, "eps": cfg.layer_norm_eps, "act": cfg.activation,
+                   "normFirst": bool(cfg.norm_first)},
+        "vocab": list(tokenizer.itos), "weightsDtype": weights, "tensors": index, "blob": blob,
+        "prompt": prompt, "sampling": {"temperature": float(temperature), "topK": int(top_k),
+                                       "topP": float(top_p), "seed": int(seed)},
+        "palette": _palette(cmap or "viridis"),
+    }
+    live = LiveModel(payload, gpt, values, "")
+    live._fallback = _fallback(live, prompt, prompt_ids, tokenizer)
+    return live
+
+
+def _fallback(live: LiveModel, prompt: str, ids: list[int], tok: CharTokenizer) -> str:
+    """Static first state (for hosts that run no scripts): layer 1 head 1 as SVG, top next tokens."""
+    from .live_static import static_picture
+
+    ref = live.reference_model()
+    with torch.no_grad():
+        out = ref(torch.tensor([ids]), need_weights=True)
+    weights = out.attentions[0][0, 0].double().numpy()  # (T, T)
+    probs = torch.softmax(out.logits[0, -1].double(), -1)
+    top = torch.topk(probs, 5)
+    nxt = [(tok.itos[int(i)], float(p)) for p, i in zip(top.values, top.indices)]
+    return static_picture(weights, list(prompt), nxt, live.payload["palette"], live.payload["title"])

@@ -1,0 +1,792 @@
+"""Write the book's schematic diagrams to book/figures/*.svg.
+
+    python scripts/make_diagrams.py          # (re)write every diagram
+    python scripts/make_diagrams.py --check  # fail if a committed SVG differs from what this writes
+
+Plain string templates, no dependency beyond the standard library. One visual language for the
+whole book:
+
+- the same colours in every diagram (Okabe-Ito, colour-blind safe): queries blue, keys vermillion,
+  values bluish green; token vectors grey; attention weights reddish purple; positions and the
+  feed-forward network orange; LayerNorm yellow; masked (blocked) entries dark grey;
+- the letters of book/notation.md: B, T, C, H, D = C/H, d_k, d_v, T_q, T_k;
+- every diagram sits on its own light rounded card, so it reads the same in the book's light and
+  dark themes (the dark theme dims images a little and gives them a white background), in
+  JupyterLab and on GitHub; all text is SVG text (searchable, selectable, scalable);
+- each file carries a <title> and <desc>; the notebooks give the same alt text.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+from html import escape
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "book" / "figures"
+
+FONT = "'DejaVu Sans', 'Helvetica Neue', Helvetica, Arial, sans-serif"
+INK = "#1f2328"        # text and outlines
+MUTED = "#57606a"      # shapes and notes
+CARD = "#ffffff"
+CARD_EDGE = "#d0d7de"
+
+# role -> (stroke, fill). Okabe-Ito hues, light tints as fills (text on them stays dark).
+COLORS = {
+    "Q": ("#0072B2", "#d3e6f3"),
+    "K": ("#D55E00", "#f8dccb"),
+    "V": ("#009E73", "#c9ece1"),
+    "X": ("#6e7781", "#eaeef2"),
+    "A": ("#CC79A7", "#f4dfeb"),      # scores / attention weights / attention sublayers
+    "P": ("#E69F00", "#fbe9c4"),      # positions
+    "F": ("#E69F00", "#fbe9c4"),      # feed-forward network
+    "N": ("#b8a800", "#f8f3b8"),      # LayerNorm
+    "M": ("#4d4d4d", "#8c8c8c"),      # blocked by a mask
+    "W": ("#6e7781", "#ffffff"),      # learned matrices
+}
+HEADS = ["#56B4E9", "#E69F00", "#CC79A7", "#F0E442"]   # one tint per head in chapter 6
+
+
+# ---------------------------------------------------------------- text with sub/superscripts
+_TOKEN = re.compile(r"(?<!\\)([_^])(\{[^}]*\}|.)")
+
+
+def rich(s: str, size: float) -> str:
+    """SVG tspans for a label: ``_x``/``_{xy}`` subscripts, ``^T``/``^{..}`` superscripts.
+
+    A literal underscore is written ``\\_`` (``max\\_len``).
+
+    Uses dy shifts (not baseline-shift, which Firefox ignores) and returns to the baseline after
+    each script, so labels such as ``W_Q (C, d_k)`` read as in the text.
+    """
+    out, pos, shift = [], 0, 0.0
+    small = round(size * 0.72, 1)
+    for m in _TOKEN.finditer(s):
+        if m.start() > pos:
+            out.append(_base(s[pos:m.start()], shift))
+            shift = 0.0
+        body = m.group(2).strip("{}")
+        dy = size * (0.28 if m.group(1) == "_" else -0.38)
+        out.append(f'<tspan dy="{dy - shift:.1f}" font-size="{small}">{escape(body)}</tspan>')
+        shift = dy
+        pos = m.end()
+    if pos < len(s):
+        out.append(_base(s[pos:], shift))
+    return "".join(out)
+
+
+def _base(text: str, shift: float) -> str:
+    text = text.replace("\\_", "_")
+    if not shift:
+        return escape(text)
+    return f'<tspan dy="{-shift:.1f}">{escape(text)}</tspan>'
+
+
+class Svg:
+    """A card of the given size with helpers for boxes, arrows, text and little matrices."""
+
+    def __init__(self, name: str, width: int, height: int, title: str, desc: str):
+        self.name, self.w, self.h, self.title, self.desc = name, width, height, title, desc
+        self.parts: list[str] = []
+
+    # -- primitives
+    def text(self, x, y, s, size=16, anchor="middle", color=INK, weight="normal", italic=False,
+             halo=False):
+        """Text at (x, y); halo=True draws a white outline behind it, so lines may cross it."""
+        style = ' font-style="italic"' if italic else ""
+        if halo:
+            style += (' stroke="#ffffff" stroke-width="5" stroke-linejoin="round"'
+                      ' paint-order="stroke"')
+        bold = f' font-weight="{weight}"' if weight != "normal" else ""
+        self.parts.append(
+            f'<text x="{x}" y="{y}" font-size="{size}" text-anchor="{anchor}" fill="{color}"'
+            f'{bold}{style}>{rich(s, size)}</text>')
+
+    def rect(self, x, y, w, h, fill, stroke, rx=6, width=1.5, dash=None):
+        d = f' stroke-dasharray="{dash}"' if dash else ""
+        self.parts.append(f'<rect x="{x}" y="{y}" width="{w}" height="{h}" rx="{rx}" fill="{fill}"'
+                          f' stroke="{stroke}" stroke-width="{width}"{d}/>')
+
+    def box(self, cx, y, w, h, role, label, shape=None, size=18, rx=8, dash=None):
+        """A box centred at cx with a label and, under it, a shape in grey."""
+        stroke, fill = COLORS[role]
+        self.rect(cx - w / 2, y, w, h, fill, stroke, rx=rx, width=2, dash=dash)
+        if shape:
+            self.text(cx, y + h / 2 - 2, label, size=size)
+            self.text(cx, y + h / 2 + 17, shape, size=14, color=MUTED)
+        else:
+            self.text(cx, y + h / 2 + size * 0.35, label, size=size)
+
+    def arrow(self, *points, color=INK, width=1.6, dash=None, head=True):
+        d = "M" + " L".join(f"{x},{y}" for x, y in points)
+        dd = f' stroke-dasharray="{dash}"' if dash else ""
+        mk = ' marker-end="url(#arrow)"' if head else ""
+        self.parts.append(f'<path d="{d}" fill="none" stroke="{color}" stroke-width="{width}"'
+                          f'{dd}{mk}/>')
+
+    def circle(self, cx, cy, r, fill, stroke, label=None, size=18):
+        self.parts.append(f'<circle cx="{cx}" cy="{cy}" r="{r}" fill="{fill}" stroke="{stroke}"'
+                          f' stroke-width="1.8"/>')
+        if label:
+            self.text(cx, cy + size * 0.35, label, size=size)
+
+    def cells(self, x, y, fills, cell=16, stroke="#8c959f", gap_every=None, gap=0):
+        """A little matrix: fills is a list of rows, each a list of fill colours (None = empty)."""
+        for r, row in enumerate(fills):
+            for c, fill in enumerate(row):
+                if fill is None:
+                    continue
+                gx = (c // gap_every) * gap if gap_every else 0
+                self.parts.append(f'<rect x="{x + c * cell + gx}" y="{y + r * cell}" width="{cell}"'
+                                  f' height="{cell}" fill="{fill}" stroke="{stroke}"'
+                                  f' stroke-width="0.8"/>')
+
+    def raw(self, s: str):
+        self.parts.append(s)
+
+    def render(self) -> str:
+        head = (
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{self.w}" height="{self.h}"'
+            f' viewBox="0 0 {self.w} {self.h}" role="img" aria-labelledby="title desc"'
+            f' font-family="{FONT}">\n'
+            f'<title id="title">{escape(self.title)}</title>\n'
+            f'<desc id="desc">{escape(self.desc)}</desc>\n'
+            '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="10"'
+            ' markerHeight="10" markerUnits="userSpaceOnUse" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z"'
+            f' fill="{INK}"/></marker></defs>\n'
+            f'<rect x="1" y="1" width="{self.w - 2}" height="{self.h - 2}" rx="14" fill="{CARD}"'
+            f' stroke="{CARD_EDGE}" stroke-width="1.5"/>\n')
+        return head + "\n".join(self.parts) + "\n</svg>\n"
+
+
+def shade(hex_color: str, t: float) -> str:
+    """Mix a colour with white: t = 0 white, t = 1 the colour itself."""
+    r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
+    mix = [round(255 + (v - 255) * t) for v in (r, g, b)]
+    return "#" + "".join(f"{v:02x}" for v in mix)
+
+
+def vector(seed: int, n: int, color: str) -> list[str]:
+    """n deterministic shades of one colour: a picture of 'some numbers', the same every run."""
+    out, s = [], seed * 7919 + 17
+    for _ in range(n):
+        s = (s * 1103515245 + 12345) % 2**31
+        out.append(shade(color, 0.2 + 0.75 * (s % 1000) / 1000))
+    return out
+
+
+def legend(svg: Svg, x, y, items, size=14):
+    """Small legend: items are (fill, stroke, text)."""
+    for fill, stroke, label in items:
+        svg.rect(x, y - 12, 16, 16, fill, stroke, rx=2, width=1)
+        svg.text(x + 22, y + 1, label, size=size, anchor="start", color=INK)
+        x += 36 + len(label) * size * 0.62
+
+
+# ------------------------------------------------------------------------------- the diagrams
+def tokenize_pipeline() -> Svg:
+    pieces = ["[CLS]", "the", "transform", "##er", "attends", "[SEP]"]
+    ids = [101, 1996, 10938, 2121, 23933, 102]
+    s = Svg("tokenize_pipeline", 700, 480,
+            "From text to pieces to ids to vectors",
+            "The text 'The Transformer attends' is split by the WordPiece tokenizer of "
+            "all-MiniLM-L6-v2 into six pieces: [CLS], the, transform, ##er, attends, [SEP]. Each "
+            "piece is looked up in the vocabulary to give an integer id (101, 1996, 10938, 2121, "
+            "23933, 102). Each id selects one row of the embedding table E of shape (|V|, C), a "
+            "vector of C numbers, so T = 6 tokens become a (T, C) matrix X.")
+    xs = [152 + i * 98 for i in range(6)]
+    mid = (xs[0] + xs[-1]) / 2
+    s.rect(mid - 170, 20, 340, 44, COLORS["X"][1], COLORS["X"][0], rx=8, width=2)
+    s.text(mid, 48, "“The Transformer attends”", size=18)
+    for y, lab in ((42, "text"), (146, "pieces"), (220, "ids"), (338, "vectors")):
+        s.text(20, y, lab, size=15, anchor="start", color=MUTED, weight="bold")
+    for x in xs:
+        s.arrow((mid, 66), (x, 124), color="#8c959f", width=1.2)
+    s.text(mid, 100, "tokenizer: lower-case, split into WordPiece pieces", size=14,
+           color=MUTED, halo=True)
+    for x, p, i in zip(xs, pieces, ids):
+        s.rect(x - 46, 126, 92, 36, "#ffffff", INK, rx=6)
+        s.text(x, 150, p, size=15)
+        s.arrow((x, 164), (x, 196))
+        s.rect(x - 40, 198, 80, 34, "#f6f8fa", MUTED, rx=6)
+        s.text(x, 221, str(i), size=16)
+        s.arrow((x, 234), (x, 264))
+        s.cells(x - 9, 268, [[c] for c in vector(i, 8, COLORS["X"][0])], cell=18)
+    s.text(mid, 186, "the piece's id in the vocabulary", size=14, color=MUTED, halo=True)
+    s.text(mid, 256, "row E[id] of the embedding table E: (|V|, C)", size=14, color=MUTED,
+           halo=True)
+    s.text(350, 440, "T = 6 tokens: ids (T,) → token vectors (T, C); a batch: (B, T) → (B, T, C)",
+           size=15)
+    s.text(350, 464, "C numbers per token (8 drawn; 384 in this model)", size=14, color=MUTED)
+    return s
+
+
+def embedding_position() -> Svg:
+    words, ids = ["I", "like", "tea"], [1045, 2066, 5572]
+    s = Svg("embedding_position", 700, 440,
+            "x_i = e_i + p_i: token vector plus position vector",
+            "For 'I like tea', each token at position i gets its token vector e_i, the row of the "
+            "embedding table E for its id (1045, 2066, 5572), and a position vector p_i, row i of "
+            "the position table P. The two are added element by element, so x_i has the same "
+            "width C. Stacking x_0, x_1, x_2 gives X of shape (T, C) = (3, C).")
+    xs = [230, 350, 470]
+    grey, orange = COLORS["X"][0], COLORS["P"][0]
+    labels = [(78, "token, id"), (134, "e_i = E[id]"), (196, "p_i = P[i]"), (262, "x_i = e_i + p_i")]
+    for y, lab in labels:
+        s.text(24, y, lab, size=15, anchor="start")
+    s.text(24, 40, "position i", size=15, anchor="start", color=MUTED)
+    for k, (x, w, i) in enumerate(zip(xs, words, ids)):
+        s.text(x, 40, str(k), size=16, color=MUTED)
+        s.text(x, 70, w, size=18, weight="bold")
+        s.text(x, 90, str(i), size=13, color=MUTED)
+        e = vector(i, 6, grey)
+        p = vector(100 + k, 6, orange)
+        x0 = x - 48
+        s.cells(x0, 118, [e])
+        s.text(x, 172, "+", size=22)
+        s.cells(x0, 180, [p])
+        s.text(x, 236, "=", size=22)
+        mixed = [shade(grey, 0.35 + 0.6 * ((k * 5 + j * 3) % 7) / 7) for j in range(6)]
+        s.rect(x0 - 4, 242, 104, 24, "none", INK, rx=4, width=1.5)
+        s.cells(x0, 246, [mixed])
+    s.text(534, 131, "row of E: (|V|, C)", size=13, anchor="start", color=MUTED)
+    s.text(534, 193, "row of P: (max\\_len, C)", size=13, anchor="start", color=MUTED)
+    # stack
+    s.arrow((350, 276), (350, 300))
+    s.text(300, 334, "X", size=18, weight="bold", anchor="end")
+    for r, k in enumerate(range(3)):
+        mixed = [shade(grey, 0.35 + 0.6 * ((k * 5 + j * 3) % 7) / 7) for j in range(6)]
+        s.cells(350, 306 + r * 16, [mixed])
+        s.text(344, 319 + r * 16, f"x_{k}", size=13, anchor="end", color=MUTED)
+    s.text(316, 334, "=", size=18)
+    s.text(456, 334, "(T, C) = (3, C)", size=15, anchor="start")
+    s.text(330, 384, "added, not appended: x_i keeps the width C", size=15)
+    s.text(330, 410, "one row per token; a batch of B sentences gives (B, T, C)", size=14,
+           color=MUTED)
+    return s
+
+
+def attention_shapes() -> Svg:
+    s = Svg("attention_shapes", 620, 740,
+            "Self-attention, step by step, with the shape of every tensor",
+            "X of shape (T, C) is multiplied by three learned matrices: W_Q (C, d_k) gives the "
+            "queries Q (T, d_k), W_K (C, d_k) the keys K (T, d_k), W_V (C, d_v) the values V "
+            "(T, d_v). Q times K transposed gives the scores S (T, T), one row per query and one "
+            "column per key. The scores are divided by the square root of d_k, a mask M (0 or minus "
+            "infinity) is added, and a softmax turns each row into weights A (T, T) that sum to 1. "
+            "Finally A times V gives the output (T, d_v): one mixed value vector per token.")
+    cq, ck, cv = 130, 310, 490
+    s.box(310, 18, 220, 58, "X", "X", "(T, C), C = d_{model}")
+    for c, r, w in ((cq, "Q", "d_k"), (ck, "K", "d_k"), (cv, "V", "d_v")):
+        s.arrow((310, 78), (c, 118), color="#8c959f", width=1.4)
+        s.box(c, 120, 150, 50, "W", f"× W_{r}", f"(C, {w})", size=17)
+        s.rect(c - 75, 120, 150, 50, "none", COLORS[r][0], rx=8, width=2)
+        s.arrow((c, 172), (c, 196))
+        s.box(c, 198, 150, 58, r, r, f"(T, {w})")
+    # scores
+    s.arrow((cq, 258), (195, 300))
+    s.arrow((ck, 258), (245, 300))
+    s.box(220, 302, 180, 58, "A", "S = Q K^T", "(T, T)")
+    s.text(320, 336, "every query · every key", size=13, anchor="start", color=MUTED)
+    steps = [("÷ √d_k", "keeps the scores' variance near 1"),
+             ("+ M", "mask: 0 = may look, −∞ = may not"),
+             ("softmax", "each row → weights ≥ 0, summing to 1")]
+    y = 372
+    for lab, note in steps:
+        s.arrow((220, y - 10), (220, y + 2))
+        s.rect(150, y + 2, 140, 34, "#ffffff", COLORS["A"][0], rx=17, width=1.8)
+        s.text(220, y + 25, lab, size=17)
+        s.text(302, y + 25, note, size=13, anchor="start", color=MUTED)
+        y += 50
+    s.arrow((220, y - 12), (220, y + 2))
+    s.box(220, y + 2, 180, 58, "A", "A", "(T, T), rows sum to 1")
+    # output
+    yo = y + 100
+    s.arrow((220, y + 62), (290, yo))
+    s.arrow((cv + 75, 227), (598, 227), (598, yo + 29), (432, yo + 29))
+    s.box(340, yo, 180, 58, "V", "output = A V", "(T, d_v)")
+    s.text(340, yo + 84, "each output row: a weighted average of the rows of V", size=14,
+           color=MUTED)
+    return s
+
+
+def weighted_average() -> Svg:
+    toks = ["The", "animal", "rested", "because", "it", "was", "tired"]
+    a = [0.03, 0.62, 0.08, 0.05, 0.12, 0.04, 0.06]
+    v = [[0.2, 0.6], [0.8, 0.3], [0.2, 0.9], [0.4, 1.0], [0.4, 0.5], [0.1, 0.6], [0.5, 1.0]]
+    s = Svg("weighted_average", 640, 430,
+            "Attention for one query: a weighted average of the values",
+            "The query of 'it' gives a weight to every key token: The 0.03, animal 0.62, rested "
+            "0.08, because 0.05, it 0.12, was 0.04, tired 0.06; the weights sum to 1. Each value "
+            "vector is multiplied by its weight and the products are added: the output for 'it' "
+            "is [0.62, 0.47], mostly animal's value [0.8, 0.3].")
+    qs, qf = COLORS["Q"]
+    s.rect(20, 160, 86, 50, qf, qs, rx=8, width=2)
+    s.text(63, 183, "query", size=14, color=MUTED)
+    s.text(63, 202, "“it”", size=17, weight="bold")
+    heads = [(190, "key j"), (300, "weight A_{it,j}"), (460, "value v_j"), (575, "A_{it,j} v_j")]
+    for x, h in heads:
+        s.text(x, 34, h, size=14, color=MUTED)
+    y0 = 50
+    for j, (t, w, vec) in enumerate(zip(toks, a, v)):
+        y = y0 + j * 38
+        bold = "bold" if t == "animal" else "normal"
+        s.arrow((108, 185), (140, y + 17), color="#8c959f", width=1)
+        s.rect(142, y + 2, 96, 30, COLORS["K"][1], COLORS["K"][0], rx=6, width=1.5)
+        s.text(190, y + 23, t, size=15, weight=bold)
+        s.rect(250, y + 7, 110 * w / 0.62, 20, COLORS["A"][1], COLORS["A"][0], rx=3, width=1.2)
+        s.text(256 + 110 * w / 0.62, y + 23, f"{w:.2f}", size=14, anchor="start", weight=bold)
+        s.rect(410, y + 2, 100, 30, COLORS["V"][1], COLORS["V"][0], rx=6, width=1.5)
+        s.text(460, y + 23, f"[{vec[0]}, {vec[1]}]", size=14)
+        s.text(575, y + 23, f"[{w * vec[0]:.3f}, {w * vec[1]:.3f}]", size=14, weight=bold)
+    y = y0 + 7 * 38 + 6
+    s.parts.append(f'<line x1="250" y1="{y}" x2="630" y2="{y}" stroke="{INK}" stroke-width="1.2"/>')
+    s.text(300, y + 24, "sum = 1.00", size=15)
+    s.text(575, y + 24, "[0.620, 0.470]", size=15, weight="bold")
+    s.rect(400, y + 44, 226, 50, COLORS["V"][1], COLORS["V"][0], rx=8, width=2)
+    s.text(513, y + 75, "o_{it} = Σ_j A_{it,j} v_j", size=17)
+    s.text(30, y + 64, "output for “it”: a mix that is", size=14, anchor="start", color=MUTED)
+    s.text(30, y + 84, "mostly animal's value [0.8, 0.3]", size=14, anchor="start", color=MUTED)
+    return s
+
+
+def padding_mask() -> Svg:
+    s = Svg("padding_mask", 660, 420,
+            "The padding mask for 'Birds fly' and 'The cat slept'",
+            "A batch of two sentences: 'Birds fly <PAD>' and 'The cat slept'. The padding mask "
+            "has one flag per key, 1 for a real token and 0 for <PAD>, shape (B, 1, 1, T). It is "
+            "broadcast over heads and queries: in sentence 0 every query, including the <PAD> "
+            "query, may look at Birds and fly but not at the <PAD> key; in sentence 1 nothing is "
+            "blocked.")
+    batch = [["Birds", "fly", "<PAD>"], ["The", "cat", "slept"]]
+    flags = [[1, 1, 0], [1, 1, 1]]
+    blocked = COLORS["M"][1]
+    s.text(30, 40, "padded batch (B, T) = (2, 3)", size=15, anchor="start", weight="bold")
+    s.text(400, 40, "key flags (B, 1, 1, T)", size=15, anchor="start", weight="bold")
+    for b in range(2):
+        y = 56 + b * 40
+        s.text(30, y + 22, f"sentence {b}", size=14, anchor="start", color=MUTED)
+        for t, w in enumerate(batch[b]):
+            pad = w == "<PAD>"
+            s.rect(120 + t * 72, y, 68, 32, "#eaeaea" if pad else "#ffffff", MUTED, rx=4, width=1.2)
+            s.text(154 + t * 72, y + 22, w, size=14, color=MUTED if pad else INK)
+        for t, f in enumerate(flags[b]):
+            s.rect(400 + t * 40, y, 36, 32, "#ffffff" if f else blocked, MUTED, rx=4, width=1.2)
+            s.text(418 + t * 40, y + 22, str(f), size=16, color=INK if f else "#ffffff")
+    s.text(330, 166, "the same key flags for every query (and every head):", size=14,
+           color=MUTED)
+    for b in range(2):
+        x0 = 160 + b * 280
+        s.text(x0 + 78, 196, f"sentence {b}: weights (T_q, T_k)", size=14)
+        for t, w in enumerate(batch[b]):
+            s.text(x0 + 22 + t * 52, 222, w, size=12, color=MUTED)
+            s.text(x0 - 8, 250 + t * 44, w, size=12, anchor="end", color=MUTED)
+        for r in range(3):
+            for c in range(3):
+                ok = flags[b][c]
+                s.rect(x0 + c * 52 - 4, 230 + r * 44, 50, 42, "#ffffff" if ok else blocked,
+                       MUTED, rx=2, width=1)
+                if not ok:
+                    s.text(x0 + c * 52 + 21, 257 + r * 44, "0", size=15, color="#ffffff")
+    s.text(30, 278, "queries ↓", size=13, anchor="start", color=MUTED)
+    s.text(30, 222, "keys →", size=13, anchor="start", color=MUTED)
+    legend(s, 130, 392, [("#ffffff", MUTED, "may attend (True)"),
+                         (blocked, MUTED, "blocked: score −∞, weight 0")])
+    return s
+
+
+def causal_mask_added() -> Svg:
+    words = ["The", "cat", "slept", "."]
+    scores = [[1.2, 0.3, -0.5, 0.8], [0.4, 1.5, 0.2, -0.3],
+              [-0.2, 0.9, 1.1, 0.6], [0.7, 0.1, 1.3, 0.5]]
+    weights = []
+    for i, row in enumerate(scores):
+        e = [math.exp(x) if j <= i else 0.0 for j, x in enumerate(row)]
+        weights.append([x / sum(e) for x in e])
+    s = Svg("causal_mask_added", 700, 360,
+            "The causal mask is added to the scores before the softmax",
+            "For 'The cat slept .', a 4 by 4 matrix of scaled scores (one row per query, one column "
+            "per key) is added to the causal mask M, which is 0 where the key is at or before the "
+            "query and minus infinity after it. The softmax of each row then gives weight exactly 0 "
+            "to the blocked keys, and the remaining weights still sum to 1: the first row is 1, 0, "
+            "0, 0; the second 0.25, 0.75, 0, 0.")
+    cell, top = 38, 92
+    blocked = COLORS["M"][1]
+    panels = [(90, "scaled scores Q K^T/√d_k", "scores"), (300, "mask M", "mask"),
+              (510, "softmax, row by row", "weights")]
+    for x0, title, kind in panels:
+        s.text(x0 + 2 * cell, 40, title, size=15, weight="bold")
+        for j, w in enumerate(words):
+            s.text(x0 + j * cell + cell / 2, top - 8, w, size=12, color=MUTED)
+        for i in range(4):
+            for j in range(4):
+                ok = j <= i
+                if kind == "scores":
+                    fill, label, color = COLORS["A"][1], f"{scores[i][j]:.1f}", INK
+                elif kind == "mask":
+                    fill, label = ("#ffffff", "0") if ok else (blocked, "−∞")
+                    color = INK if ok else "#ffffff"
+                else:
+                    fill = shade(COLORS["A"][0], 0.1 + 0.8 * weights[i][j]) if ok else blocked
+                    label, color = f"{weights[i][j]:.2f}", INK if ok else "#ffffff"
+                s.rect(x0 + j * cell, top + i * cell, cell, cell, fill, CARD_EDGE, rx=0, width=1.2)
+                s.text(x0 + j * cell + cell / 2, top + i * cell + 24, label, size=12, color=color)
+    for i, w in enumerate(words):
+        s.text(82, top + i * cell + 24, w, size=12, anchor="end", color=MUTED)
+    s.text(30, 66, "queries ↓   keys →", size=12, anchor="start", color=MUTED)
+    s.text(266, top + 2 * cell + 8, "+", size=26)
+    s.text(476, top + 2 * cell + 8, "→", size=26)
+    s.text(350, 278, "e^{−∞} = 0: a blocked key gets weight exactly 0, and each row still sums to 1",
+           size=14)
+    s.text(350, 304, "boolean form (PyTorch, attnlib): True = may attend → 0, False → −∞",
+           size=14, color=MUTED)
+    s.text(350, 330, "query i may use keys j ≤ i: “cat” sees “The” and itself, never “slept”",
+           size=14, color=MUTED)
+    return s
+
+
+def heads_split_merge() -> Svg:
+    s = Svg("heads_split_merge", 680, 560,
+            "Splitting C into H heads of width D, and merging them again",
+            "Left, the split: Q = X W_Q has shape (B, T, C); view(B, T, H, D) cuts each token's C "
+            "numbers into H groups of D (drawn: C = 8, H = 4, D = 2); transpose(1, 2) gives "
+            "(B, H, T, D), one (T, D) matrix per head, and each head runs attention on its own. "
+            "Right, the merge: the head outputs (B, H, T, D) are transposed back to (B, T, H, D), "
+            "reshaped to (B, T, C) so each token's head outputs sit side by side (concatenated), "
+            "and multiplied by W_O (C, C), which mixes the heads.")
+    T, H, D = 3, 4, 2
+    cell = 16
+
+    def row_fills(t):
+        return [shade(HEADS[c // D], 0.55 + 0.1 * ((t + c) % 3)) for c in range(H * D)]
+
+    qs = COLORS["Q"][0]
+    s.text(170, 34, "split", size=17, weight="bold")
+    s.text(510, 34, "merge", size=17, weight="bold")
+    # left column
+    s.text(170, 64, "Q = X W_Q : (B, T, C)", size=15)
+    s.cells(106, 76, [row_fills(t) for t in range(T)], cell=cell)
+    s.rect(104, 74, 132, 52, "none", qs, rx=3, width=2)
+    for t in range(T):
+        s.text(98, 89 + t * cell, f"t{t}", size=11, anchor="end", color=MUTED)
+    s.arrow((170, 132), (170, 168))
+    s.text(180, 155, "view(B, T, H, D)", size=14, anchor="start", color=MUTED)
+    s.text(170, 190, "(B, T, H, D)", size=15)
+    s.cells(96, 200, [row_fills(t) for t in range(T)], cell=cell, gap_every=D, gap=6)
+    s.arrow((170, 256), (170, 292))
+    s.text(180, 279, "transpose(1, 2)", size=14, anchor="start", color=MUTED)
+    s.text(170, 314, "(B, H, T, D): one matrix per head", size=15)
+    for h in range(H):
+        fills = [[shade(HEADS[h], 0.55 + 0.1 * ((t + h * D + c) % 3)) for c in range(D)]
+                 for t in range(T)]
+        s.cells(50 + h * 66, 326, fills, cell=cell)
+        s.text(66 + h * 66, 394, f"head {h + 1}", size=12, color=MUTED)
+    s.text(170, 430, "each head: softmax(Q K^T / √D) V", size=14)
+    s.text(170, 450, "on its own (T, D) slice", size=14, color=MUTED)
+    # right column
+    s.text(510, 64, "head outputs (B, H, T, D)", size=15)
+    for h in range(H):
+        fills = [[shade(HEADS[h], 0.45 + 0.12 * ((2 * t + c + h) % 3)) for c in range(D)]
+                 for t in range(T)]
+        s.cells(390 + h * 66, 76, fills, cell=cell)
+    s.arrow((510, 132), (510, 168))
+    s.text(520, 146, "transpose(1, 2)", size=14, anchor="start", color=MUTED)
+    s.text(520, 164, "→ (B, T, H, D)", size=14, anchor="start", color=MUTED)
+    s.text(510, 190, "reshape(B, T, C): concatenate", size=15)
+    merged = [[shade(HEADS[c // D], 0.45 + 0.12 * ((2 * t + c % D + c // D) % 3))
+               for c in range(H * D)] for t in range(T)]
+    s.cells(446, 200, merged, cell=cell)
+    s.text(510, 268, "each token: [head 1 | head 2 | … | head H]", size=13, color=MUTED)
+    s.arrow((510, 278), (510, 316))
+    s.text(520, 303, "× W_O : (C, C)", size=14, anchor="start", color=MUTED)
+    s.text(510, 338, "output (B, T, C)", size=15)
+    s.cells(446, 348, [vector(40 + t, H * D, COLORS["X"][0]) for t in range(T)], cell=cell)
+    s.text(510, 420, "W_O mixes the heads' results", size=14, color=MUTED)
+    s.text(340, 500, "C = H · D: the split and the merge move no number to another token", size=15)
+    s.text(340, 524, "(the tempting view(B, H, T, D) would: see below)", size=14, color=MUTED)
+    return s
+
+
+def pre_post_norm() -> Svg:
+    s = Svg("pre_post_norm", 680, 660,
+            "Post-norm and pre-norm Transformer blocks side by side",
+            "Left, post-norm (the 2017 paper, BERT): attention, add the residual, then LayerNorm; "
+            "FFN, add the residual, then LayerNorm; x becomes LN(x + f(x)), so the LayerNorms sit "
+            "on the residual stream. Right, pre-norm (GPT-2 and most large models): LayerNorm, "
+            "attention, add; LayerNorm, FFN, add; x becomes x + f(LN(x)); the residual stream "
+            "bypasses every LayerNorm, and the model ends with one final LayerNorm.")
+
+    def column(cx, pre: bool):
+        stream = "#6e7781"
+        y = 80
+        s.text(cx, y - 8, "x : (B, T, C)", size=15)
+        y += 4
+        for sub, role in (("multi-head attention", "A"), ("feed-forward (FFN)", "F")):
+            top = y
+            if pre:
+                s.arrow((cx, y), (cx, y + 26))
+                s.box(cx, y + 28, 150, 36, "N", "LayerNorm", size=15)
+                s.arrow((cx, y + 66), (cx, y + 86))
+                s.box(cx, y + 88, 190, 44, role, sub, size=15)
+                s.arrow((cx, y + 134), (cx, y + 160))
+                plus_y = y + 176
+            else:
+                s.arrow((cx, y), (cx, y + 26))
+                s.box(cx, y + 28, 190, 44, role, sub, size=15)
+                s.arrow((cx, y + 74), (cx, y + 100))
+                plus_y = y + 116
+            # residual branch around the sublayer
+            s.arrow((cx, top + 12), (cx + 120, top + 12), (cx + 120, plus_y), (cx + 18, plus_y),
+                    color=stream, width=2.4)
+            s.circle(cx, plus_y, 16, "#ffffff", INK, "+", size=20)
+            y = plus_y + 16
+            if not pre:
+                s.arrow((cx, y), (cx, y + 20))
+                s.box(cx, y + 22, 150, 36, "N", "LayerNorm", size=15)
+                y += 58
+        s.arrow((cx, y), (cx, y + 26))
+        s.text(cx, y + 44, "x : (B, T, C)", size=15)
+        return y + 44
+
+    s.text(180, 36, "post-norm (2017, BERT)", size=17, weight="bold")
+    s.text(510, 36, "pre-norm (GPT-2, most LLMs)", size=17, weight="bold")
+    end_l = column(160, pre=False)
+    end_r = column(490, pre=True)
+    s.text(160, end_l + 34, "x ← LN(x + f(x))", size=17)
+    s.text(160, end_l + 56, "LayerNorm on the residual stream", size=13, color=MUTED)
+    s.text(490, end_r + 34, "x ← x + f(LN(x))", size=17)
+    s.text(490, end_r + 56, "stream never normalised; one final", size=13, color=MUTED)
+    s.text(490, end_r + 74, "LayerNorm after the last block", size=13, color=MUTED)
+    s.parts.append(f'<line x1="340" y1="60" x2="340" y2="{max(end_l, end_r) + 70}" '
+                   f'stroke="{CARD_EDGE}" stroke-width="1.5"/>')
+    legend(s, 40, 636, [(COLORS["A"][1], COLORS["A"][0], "attention"),
+                        (COLORS["F"][1], COLORS["F"][0], "FFN"),
+                        (COLORS["N"][1], COLORS["N"][0], "LayerNorm"),
+                        ("#6e7781", "#6e7781", "residual stream")], size=13)
+    return s
+
+
+def encoder_decoder() -> Svg:
+    s = Svg("encoder_decoder", 680, 560,
+            "An encoder layer and a decoder layer with cross-attention",
+            "Left, the encoder layer reads the source 'The cat sleeps .' (T_k tokens): "
+            "self-attention with no causal mask, then the FFN; its output, (B, T_k, C), is the "
+            "memory. Right, the decoder layer reads the target so far (T_q tokens): masked (causal) "
+            "self-attention, then cross-attention whose queries come from the decoder and whose "
+            "keys and values come from the encoder output, with weights of shape (B, H, T_q, T_k), "
+            "then the FFN. Every sublayer has a residual connection and a LayerNorm.")
+    le, rd = 170, 480
+    s.text(le, 36, "encoder layer", size=17, weight="bold")
+    s.text(rd, 36, "decoder layer", size=17, weight="bold")
+    s.text(le, 70, "source “The cat sleeps .”", size=14)
+    s.text(le, 90, "(B, T_k, C)", size=14, color=MUTED)
+    s.text(rd, 70, "target so far “<bos> Le chat”", size=14)
+    s.text(rd, 90, "(B, T_q, C)", size=14, color=MUTED)
+    # encoder
+    s.arrow((le, 98), (le, 128))
+    s.box(le, 130, 210, 56, "A", "self-attention", "no mask: all T_k keys", size=16)
+    s.arrow((le, 188), (le, 238))
+    s.box(le, 240, 210, 44, "F", "FFN", size=16)
+    s.arrow((le, 286), (le, 330))
+    s.box(le, 332, 210, 56, "X", "encoder output", "memory (B, T_k, C)", size=16)
+    # decoder
+    s.arrow((rd, 98), (rd, 128))
+    s.box(rd, 130, 230, 56, "A", "masked self-attention", "causal: keys ≤ its position",
+          size=16)
+    s.arrow((rd, 188), (rd, 238))
+    s.text(rd - 8, 226, "Q", size=17, anchor="end", color=COLORS["Q"][0], weight="bold")
+    s.box(rd, 240, 230, 84, "A", "", size=16)
+    s.text(rd, 264, "cross-attention", size=16)
+    s.text(rd, 290, "Q from the decoder, K, V from", size=13, color=MUTED)
+    s.text(rd, 308, "the encoder: (B, H, T_q, T_k)", size=13, color=MUTED)
+    s.arrow((rd, 326), (rd, 360))
+    s.box(rd, 362, 230, 44, "F", "FFN", size=16)
+    s.arrow((rd, 408), (rd, 440))
+    s.text(rd, 460, "decoder output (B, T_q, C)", size=14)
+    # memory -> cross-attention, K and V
+    s.arrow((le + 105, 352), (330, 352), (330, 284), (363, 284), color=COLORS["K"][0], width=2.4)
+    s.arrow((le + 105, 372), (345, 372), (345, 306), (363, 306), color=COLORS["V"][0], width=2.4)
+    s.text(300, 346, "K", size=17, color=COLORS["K"][0], weight="bold")
+    s.text(300, 392, "V", size=17, color=COLORS["V"][0], weight="bold")
+    s.text(le, 420, "read once per source", size=13, color=MUTED)
+    s.text(340, 506, "every sublayer: residual connection + LayerNorm (omitted here);",
+           size=14, color=MUTED)
+    s.text(340, 526, "each layer is repeated N times (N = 6 in the 2017 model)", size=14,
+           color=MUTED)
+    return s
+
+
+def shifted_targets() -> Svg:
+    window = list("aters cal")
+    show = ["␣" if c == " " else c for c in window]
+    x_in, y_tg = show[:-1], show[1:]
+    T = len(x_in)
+    s = Svg("shifted_targets", 640, 500,
+            "Shifted targets next to the causal mask",
+            "A window of T + 1 = 9 characters of Genesis, 'aters cal'. The inputs are its first 8 "
+            "characters, the targets the same window shifted by one. In the causal mask, the row of "
+            "position t may look at inputs 0 to t only, and its output must predict target t, the "
+            "character at t + 1. One window thus holds 8 training examples, and no position sees "
+            "its own answer.")
+    cell = 30
+    s.text(30, 40, "window of T + 1 = 9 tokens", size=15, anchor="start", weight="bold")
+    for i, c in enumerate(show):
+        s.rect(270 + i * cell, 20, cell, 30, "#ffffff", MUTED, rx=2, width=1)
+        s.text(285 + i * cell, 41, c, size=16)
+    s.text(30, 84, "inputs x = window[:-1]", size=14, anchor="start")
+    s.text(30, 108, "targets y = window[1:]", size=14, anchor="start")
+    for i in range(T):
+        s.rect(270 + i * cell, 66, cell, 26, COLORS["X"][1], COLORS["X"][0], rx=2, width=1)
+        s.text(285 + i * cell, 85, x_in[i], size=15)
+        s.rect(300 + i * cell, 94, cell, 26, COLORS["P"][1], COLORS["P"][0], rx=2, width=1)
+        s.text(315 + i * cell, 113, y_tg[i], size=15)
+    # mask grid
+    gx, gy = 150, 182
+    s.text(gx + T * cell / 2, 150, "causal mask: key (input) position", size=14, color=MUTED)
+    for j in range(T):
+        s.text(gx + j * cell + 15, gy - 8, x_in[j], size=14)
+    for t in range(T):
+        s.text(gx - 10, gy + t * cell + 21, x_in[t], size=14, anchor="end")
+        for j in range(T):
+            ok = j <= t
+            s.rect(gx + j * cell, gy + t * cell, cell, cell,
+                   COLORS["A"][1] if ok else COLORS["M"][1], "#ffffff", rx=0, width=1.5)
+        s.arrow((gx + T * cell + 8, gy + t * cell + 15), (gx + T * cell + 40, gy + t * cell + 15),
+                color="#8c959f", width=1.2)
+        s.rect(gx + T * cell + 44, gy + t * cell + 2, 28, 26, COLORS["P"][1], COLORS["P"][0],
+               rx=2, width=1)
+        s.text(gx + T * cell + 58, gy + t * cell + 21, y_tg[t], size=15)
+    s.text(30, gy + 4 * cell, "query", size=14, anchor="start", color=MUTED)
+    s.text(30, gy + 4 * cell + 18, "position t", size=14, anchor="start", color=MUTED)
+    s.text(gx + T * cell + 58, gy - 8, "predict", size=13, color=MUTED)
+    legend(s, 60, gy + T * cell + 36, [(COLORS["A"][1], COLORS["A"][0], "may look (j ≤ t)"),
+                                       (COLORS["M"][1], COLORS["M"][0], "blocked (j > t)"),
+                                       (COLORS["P"][1], COLORS["P"][0], "target y_t = x_{t+1}")],
+           size=13)
+    s.text(320, gy + T * cell + 70, "one window = T examples, trained in one forward pass",
+           size=14, color=MUTED)
+    return s
+
+
+def kv_cache() -> Svg:
+    prompt = ["A", "n", "d", "␣"]
+    new = ["G", "o"]
+    s = Svg("kv_cache", 680, 580,
+            "The KV cache: prefill, then one token per decode step",
+            "Prefill: the prompt's 4 tokens run at once; each layer computes their queries, keys "
+            "and values and writes the 4 key rows and 4 value rows into the cache; the scores are "
+            "4 by 4 with the causal mask. Decode step 1: only the new token G is fed; its key and "
+            "value row are computed and appended (new), the 4 older rows are read from the cache, "
+            "and its one query scores against 5 keys (1 by 5). Step 2: token o appends a sixth "
+            "row and scores against 6 keys. Queries are used once and never stored.")
+    cols = [(30, "prefill", prompt, 4), (260, "decode step 1", ["G"], 5),
+            (470, "decode step 2", ["o"], 6)]
+    cell = 22
+    seq = prompt + new
+    for x0, title, fed, total in cols:
+        n_new = len(fed)
+        s.text(x0 + 90, 36, title, size=16, weight="bold")
+        s.text(x0, 64, "fed:", size=13, anchor="start", color=MUTED)
+        for i, t in enumerate(fed):
+            s.rect(x0 + 34 + i * 26, 48, 24, 24, COLORS["X"][1], COLORS["X"][0], rx=3, width=1)
+            s.text(x0 + 46 + i * 26, 66, t, size=14)
+        s.text(x0, 100, f"Q: {n_new} new row{'s' if n_new > 1 else ''}", size=13,
+               anchor="start", color=COLORS["Q"][0])
+        s.cells(x0 + 110, 86, [[COLORS["Q"][1]] * 4 for _ in range(n_new)], cell=cell / 1.4,
+                stroke=COLORS["Q"][0])
+        for k, role in enumerate(("K", "V")):
+            y = 184 + k * 170
+            s.text(x0, y - 10, f"{role} cache (rows = tokens)", size=13, anchor="start",
+                   color=COLORS[role][0])
+            for r in range(total):
+                is_new = r >= total - n_new
+                fill = shade(COLORS[role][0], 0.75) if is_new else COLORS[role][1]
+                s.cells(x0 + 24, y + r * cell, [[fill] * 4], cell=cell, stroke=COLORS[role][0])
+                s.text(x0 + 16, y + r * cell + 16, seq[r], size=12, anchor="end", color=MUTED)
+                s.text(x0 + 24 + 4 * cell + 8, y + r * cell + 16,
+                       "new" if is_new else "read", size=12, anchor="start",
+                       color=INK if is_new else MUTED)
+        shape = f"scores ({n_new}, {total})" if n_new > 1 else f"scores (1, {total})"
+        s.text(x0 + 90, 508, shape, size=14)
+        s.text(x0 + 90, 526, "causal" if n_new > 1 else "one query, all keys", size=12,
+               color=MUTED)
+    s.text(340, 562, "per layer: K and V caches of shape (B, H, T, D); queries are used once,"
+           " never stored", size=13, color=MUTED)
+    s.raw(f'<line x1="240" y1="20" x2="240" y2="530" stroke="{CARD_EDGE}" stroke-width="1.5"/>')
+    s.raw(f'<line x1="455" y1="20" x2="455" y2="530" stroke="{CARD_EDGE}" stroke-width="1.5"/>')
+    return s
+
+
+def sentence_embedding() -> Svg:
+    toks = ["[CLS]", "the", "cat", "slept", "[SEP]", "[PAD]"]
+    s = Svg("sentence_embedding", 660, 430,
+            "From token vectors to one sentence vector in all-MiniLM-L6-v2",
+            "The tokens [CLS] the cat slept [SEP] and one [PAD] go through 6 post-norm encoder "
+            "layers with 12 heads of width D = 32 (C = 384). The output is still one vector per "
+            "token, (T, 384). Mean pooling averages the vectors of the real tokens (the padding is "
+            "left out by the attention mask) and scales the result to length 1: one (384,) "
+            "sentence vector. BERT's alternative takes the final [CLS] vector instead.")
+    xs = [95 + i * 94 for i in range(6)]
+    for x, t in zip(xs, toks):
+        pad = t == "[PAD]"
+        s.rect(x - 42, 24, 84, 30, "#eaeaea" if pad else "#ffffff", MUTED, rx=5, width=1.2)
+        s.text(x, 45, t, size=14, color=MUTED if pad else INK)
+        s.arrow((x, 56), (x, 80), color="#8c959f", width=1.2)
+    s.box(330, 82, 580, 64, "A", "6 encoder layers (post-norm)",
+          "12 heads of D = 32 each, C = 384", size=17)
+    s.text(330, 176, "still one vector per token: (T, C) = (6, 384)", size=14, color=MUTED,
+           halo=True)
+    for i, x in enumerate(xs):
+        s.arrow((x, 148), (x, 190), color="#8c959f", width=1.2)
+        fills = vector(60 + i, 6, COLORS["X"][0])
+        if toks[i] == "[PAD]":
+            fills = ["#f0f0f0"] * 6
+        s.cells(x - 8, 194, [[f] for f in fills], cell=16)
+    s.text(xs[5], 310, "left out", size=13, color=MUTED)
+    s.text(xs[5], 326, "(mask 0)", size=13, color=MUTED)
+    for i, x in enumerate(xs[:5]):
+        s.arrow((x, 294), (250 + i * 50, 340), color="#8c959f", width=1.1)
+    s.rect(200, 342, 300, 48, COLORS["X"][1], COLORS["X"][0], rx=8, width=2)
+    s.text(350, 364, "mean over real tokens, ÷ length", size=15)
+    s.text(350, 382, "sentence vector (384,), length 1", size=13, color=MUTED)
+    s.text(30, 414, "alternative (BERT classification): take the final [CLS] vector",
+           size=13, anchor="start", color=MUTED)
+    return s
+
+
+DIAGRAMS = [tokenize_pipeline, embedding_position, attention_shapes, weighted_average,
+            causal_mask_added, padding_mask, heads_split_merge, sentence_embedding,
+            pre_post_norm, encoder_decoder, shifted_targets, kv_cache]
+
+
+def build() -> dict[str, str]:
+    """Every diagram, as {file name: SVG text}."""
+    out = {}
+    for make in DIAGRAMS:
+        svg = make()
+        out[f"{svg.name}.svg"] = svg.render()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="compare with book/figures, write nothing")
+    args = ap.parse_args(argv)
+    files = build()
+    if args.check:
+        stale = [n for n, text in files.items()
+                 if not (OUT / n).is_file() or (OUT / n).read_text() != text]
+        for n in stale:
+            print(f"book/figures/{n} is not what scripts/make_diagrams.py writes", file=sys.stderr)
+        return 1 if stale else 0
+    OUT.mkdir(parents=True, exist_ok=True)
+    for n, text in files.items():
+        (OUT / n).write_text(text)
+    print(f"wrote {len(files)} diagrams to {OUT.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""The book's schematic diagrams (book/figures/*.svg, written by scripts/make_diagrams.py).
+
+Every figure a chapter or page references exists, is valid SVG with its text as <text> elements
+(not outlined paths), has a title and alt text; every SVG in book/figures is used somewhere; and
+the committed files are exactly what the script writes (so they can be regenerated).
+"""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIGURES = ROOT / "book" / "figures"
+SVG_NS = "{http://www.w3.org/2000/svg}"
+# ![alt](path) in markdown; ```{figure} path / :::{figure} path (MyST) with an :alt: option
+IMAGE = re.compile(r"!\[(?P<alt>[^\]]*(?:\[[^\]]*\][^\]]*)*)\]\((?P<path>[^)\s]+)\)")
+DIRECTIVE = re.compile(r"^(?:```|:::)\{(?:figure|image)\}\s+(?P<path>\S+)(?P<body>.*?)^(?:```|:::)",
+                       re.M | re.S)
+
+
+def documents(root: Path) -> list[tuple[Path, str]]:
+    """(file, markdown text) for every chapter notebook's markdown cells and every book page."""
+    docs = []
+    for nb in sorted((root / "notebooks").glob("*.ipynb")):
+        cells = json.loads(nb.read_text())["cells"]
+        text = "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+        docs.append((nb, text))
+    for page in sorted((root / "book").glob("*.md")):
+        docs.append((page, page.read_text()))
+    return docs
+
+
+def references(root: Path) -> list[tuple[Path, Path, str]]:
+    """(document, referenced file, alt text) for every local image in the documents."""
+    refs = []
+    for doc, text in documents(root):
+        found = [(m["path"], m["alt"]) for m in IMAGE.finditer(text)]
+        for m in DIRECTIVE.finditer(text):
+            alt = re.search(r"^:alt:\s*(.+)$", m["body"], re.M)
+            found.append((m["path"], alt.group(1) if alt else ""))
+        for path, alt in found:
+            if not re.match(r"[a-z]+:", path):          # skip http:, data: ...
+                refs.append((doc, (doc.parent / path).resolve(), alt.strip()))
+    return refs
+
+
+def svg_problems(path: Path) -> list[str]:
+    """What is wrong with one SVG file (empty list: nothing)."""
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError as err:
+        return [f"{path.name}: not valid XML ({err})"]
+    problems = []
+    if root.tag != f"{SVG_NS}svg":
+        problems.append(f"{path.name}: root element is {root.tag}, not an SVG <svg>")
+    if not root.get("viewBox"):
+        problems.append(f"{path.name}: no viewBox, so it cannot scale to the column width")
+    texts = ["".join(t.itertext()).strip() for t in root.iter(f"{SVG_NS}text")]
+    if sum(bool(t) for t in texts) < 3:
+        problems.append(f"{path.name}: fewer than 3 <text> elements; text must stay text, not paths")
+    for tag in ("title", "desc"):
+        el = root.find(f"{SVG_NS}{tag}")
+        if el is None or not (el.text or "").strip():
+            problems.append(f"{path.name}: no <{tag}> (what a screen reader announces)")
+    return problems
+
+
+def figure_problems(root: Path) -> list[str]:
+    """Every problem with the figures of the book rooted at ``root``."""
+    problems = []
+    refs = references(root)
+    used = set()
+    for doc, target, alt in refs:
+        where = doc.relative_to(root)
+        if not target.is_file():
+            problems.append(f"{where}: references {target.name}, which does not exist")
+            continue
+        used.add(target)
+        if len(alt) < 20:
+            problems.append(f"{where}: {target.name} needs alt text (a sentence describing it)")
+        if "<" in alt:
+            problems.append(f"{where}: alt text of {target.name} contains '<' (read as HTML)")
+        if target.suffix == ".svg":
+            problems += svg_problems(target)
+    for svg in sorted((root / "book" / "figures").glob("*.svg")):
+        if svg.resolve() not in used:
+            problems.append(f"book/figures/{svg.name} is not referenced by any chapter or page")
+    return problems
+
+
+def test_every_figure_exists_is_text_svg_with_alt_and_is_used():
+    assert sorted(FIGURES.glob("*.svg")), "no diagrams in book/figures"
+    assert figure_problems(ROOT) == []
+
+
+def test_every_chapter_01_to_08_and_10_shows_a_diagram():
+    with_figures = {doc.name[:2] for doc, target, _ in references(ROOT)
+                    if doc.suffix == ".ipynb" and target.parent == FIGURES}
+    for chapter in ("01", "02", "03", "04", "05", "06", "07", "08", "10"):
+        assert chapter in with_figures, f"chapter {chapter} has no diagram from book/figures"
+
+
+def test_committed_svgs_are_what_the_script_writes():
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_diagrams.py"), "--check"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr + "\nrun: python scripts/make_diagrams.py"
+
+
+def test_qkv_colours_are_the_same_in_every_diagram():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import make_diagrams
+    text = "".join((FIGURES / f).read_text() for f in make_diagrams.build())
+    for role in "QKV":
+        stroke, fill = make_diagrams.COLORS[role]
+        assert stroke in text and fill in text, f"{role}'s colours are not used"
+    assert len({make_diagrams.COLORS[r] for r in "QKV"}) == 3
+
+
+def _tiny_book(tmp_path: Path, markdown: str, svg: str | None) -> Path:
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "book" / "figures").mkdir(parents=True)
+    cell = {"cell_type": "markdown", "id": "a", "metadata": {}, "source": [markdown]}
+    nb = {"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "notebooks" / "01_x.ipynb").write_text(json.dumps(nb))
+    if svg is not None:
+        (tmp_path / "book" / "figures" / "d.svg").write_text(svg)
+    return tmp_path
+
+
+GOOD = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 10 10"><title>t</title>'
+        '<desc>d</desc><text>Q</text><text>K</text><text>V</text></svg>')
+ALT = "Queries, keys and values drawn as boxes"
+
+
+@pytest.mark.parametrize("markdown, svg, expected", [
+    (f"![{ALT}](../book/figures/d.svg)", GOOD, None),
+    (f"![{ALT}](../book/figures/missing.svg)", GOOD, "does not exist"),
+    ("![](../book/figures/d.svg)", GOOD, "needs alt text"),
+    (f"![{ALT}](../book/figures/d.svg)", GOOD.replace("<text>Q</text>", ""), "<text>"),
+    (f"![{ALT}](../book/figures/d.svg)", GOOD.replace("<title>t</title>", ""), "<title>"),
+    (f"![{ALT}](../book/figures/d.svg)", GOOD[:-3], "not valid XML"),
+    ("no picture here", GOOD, "not referenced"),
+    (f"```{{figure}} ../book/figures/d.svg\n:alt: {ALT}\n\ncaption\n```", GOOD, None),
+])
+def test_the_checker_finds_each_problem(tmp_path, markdown, svg, expected):
+    problems = figure_problems(_tiny_book(tmp_path, markdown, svg))
+    if expected is None:
+        assert problems == []
+    else:
+        assert any(expected in p for p in problems), problems
