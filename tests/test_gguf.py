@@ -126,7 +126,7 @@ def test_config_refuses_other_architectures() -> None:
 def test_real_file_tensors_dequantize_like_gguf() -> None:
     from attnlib.pretrained.smollm2 import smollm2_path
 
-    reader = G._reader(smollm2_path())
+    reader = G.open_gguf(smollm2_path())
     seen = {}
     for t in reader.tensors:  # the first tensor of each type: Q8_0 embeddings, Q4_1 matrices, F32 norms
         if t.tensor_type.name in seen:

@@ -12,5 +12,5 @@ from ._common import load_exact, read_safetensors
 from .hf import bert_config, encoder_from_hf, gpt2_config, gpt_from_hf, llama_config, llama_state, _bert_state, _gpt2_state
 from .minilm import (MINILM_PACKAGE, MINILM_PIP, WordPieceTokenizer, load_minilm, mean_pool, minilm_dir,
                      sentence_embeddings)
-from .gguf import dequantize, dequantize_q4_1, dequantize_q8_0, read_llama_gguf, unpermute_qk
+from .gguf import dequantize, dequantize_q4_1, dequantize_q8_0, open_gguf, read_llama_gguf, unpermute_qk
 from .smollm2 import SMOLLM2_PIP, GGUFTokenizer, load_smollm2, smollm2_path, stream_reply

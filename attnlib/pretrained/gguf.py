@@ -31,8 +31,9 @@ GGUF_PIP = "gguf"
 BLOCK = 32  # weights per quantization block (Q4_1, Q8_0)
 
 
-def _reader(path: str | Path) -> Any:
-    """``gguf.GGUFReader`` of ``path`` (copy-on-write memory map: nothing is read until used)."""
+def open_gguf(path: str | Path) -> Any:
+    """A ``gguf.GGUFReader`` of ``path``: ``.fields`` (metadata), ``.tensors`` (name, type, shape, raw
+    data). A copy-on-write memory map: nothing is read until used."""
     if importlib.util.find_spec("gguf") is None:
         raise ModuleNotFoundError(f"reading GGUF files needs the package {GGUF_PIP!r}; install it with:  "
                                   f"pip install {GGUF_PIP}")
@@ -209,7 +210,7 @@ def read_llama_gguf(path: str | Path) -> tuple[dict[str, Any], dict[str, Tensor]
     The metadata dict holds every header key (``tokenizer.ggml.tokens``, ``tokenizer.chat_template``,
     ...), for building the tokenizer.
     """
-    reader = _reader(path)
+    reader = open_gguf(path)
     meta = read_metadata(reader)
     config = llama_hf_config(meta)
     return config, llama_hf_state(reader, config), meta
