@@ -27,6 +27,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..quant import dequantize_groupwise, unpack_q4_1
+
 GGUF_PIP = "gguf"
 BLOCK = 32  # weights per quantization block (Q4_1, Q8_0)
 
@@ -75,16 +77,12 @@ def dequantize_q4_1(blocks: Tensor) -> Tensor:
     """Q4_1: ``w = d * q + m``, scale ``d`` and minimum ``m`` (float16), 32 four-bit ``q`` in 0..15.
 
     Byte j of the 16 packed bytes holds weight j in its low nibble and weight j + 16 in its high one.
+    The block format and the arithmetic are attnlib.quant's (chapter 12 builds them by hand).
 
     Shapes:
         blocks (N, 20) uint8 -> (N, 32) float32.
     """
-    d, m = _f16(blocks[:, :2]), _f16(blocks[:, 2:4])       # (N, 1) each
-    packed = blocks[:, 4:]                                 # (N, 16)
-    q = torch.empty(packed.shape[0], BLOCK, dtype=torch.float32)
-    q[:, :16] = packed & 0x0F                              # weights 0-15: low nibbles
-    q[:, 16:] = packed >> 4                                # weights 16-31: high nibbles
-    return q.mul_(d).add_(m)                               # (N, 32); d * q first, then + m
+    return dequantize_groupwise(*unpack_q4_1(blocks)).view(-1, BLOCK)  # (N, 32)
 
 
 def dequantize_f16(data: Tensor) -> Tensor:
