@@ -53,7 +53,7 @@ class KVCache:
         return self.keys[layer_idx], self.values[layer_idx]
 
     # Which model (and source) filled a cache is bookkeeping, not contents: it is kept beside the
-    # cache, so that vars(cache) is still just keys, values and cross entries (chapter 10 checks it).
+    # cache, so that vars(cache) is still just its contents: keys, values and cross entries.
     _bindings: "weakref.WeakKeyDictionary[KVCache, tuple[Optional[dict[str, Any]], Optional[Tensor]]]" = \
         weakref.WeakKeyDictionary()
 

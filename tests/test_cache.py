@@ -256,7 +256,7 @@ def test_property_cached_steps_equal_recomputation(case):
 
 
 def test_binding_is_not_part_of_what_the_cache_holds():
-    """Chapter 9 shows vars(cache): keys, values and cross entries, nothing else."""
+    """The attributes of a cache are its contents: keys, values and cross entries, nothing else."""
     model, cache = GPT(small_cfg()).eval(), KVCache()
     with torch.no_grad():
         model(torch.tensor([[1, 2]]), cache=cache)
