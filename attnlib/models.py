@@ -58,8 +58,9 @@ def check_ids(name: str, ids: Any, vocab_size: int, max_len: int, past: int = 0)
         raise ValueError(f"{name} must have shape (B, T), got {tuple(ids.shape)}")
     if ids.numel() == 0:
         raise ValueError(f"{name} is empty, shape {tuple(ids.shape)}")
-    lo, hi = int(ids.min()), int(ids.max())
-    if lo < 0 or hi >= vocab_size:
+    wide = ids if ids.dtype == torch.long else ids.long()  # a scalar outside int16's range would wrap
+    if bool(((wide < 0) | (wide >= vocab_size)).any()):  # one sync; the details only on failure
+        lo, hi = int(ids.min()), int(ids.max())
         bad = lo if lo < 0 else hi
         raise ValueError(f"{name} contains token id {bad}, outside [0, vocab_size={vocab_size})")
     T = ids.shape[1]
