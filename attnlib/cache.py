@@ -29,6 +29,8 @@ class KVCache:
             n_kv_heads = n_heads; grouped-query attention stores only the n_kv_heads key/value heads).
     """
 
+    preallocate: bool = True  # class-wide switch: False concatenates at every step (benchmarks compare)
+
     def __init__(self) -> None:
         self.keys: list[Tensor] = []    # per layer, (B, G, T, D): G = n_kv_heads key/value heads
         self.values: list[Tensor] = []
@@ -50,7 +52,7 @@ class KVCache:
                     f"cache layer {layer_idx} holds keys of shape {tuple(held.shape)} but got new keys "
                     f"{tuple(k.shape)}; batch, heads and head width must match (call reset() for a new batch)"
                 )
-        if k.requires_grad or v.requires_grad or (layer_idx < len(self.keys) and held.dtype != k.dtype):
+        if not self.preallocate or k.requires_grad or v.requires_grad or (layer_idx < len(self.keys) and held.dtype != k.dtype):
             if layer_idx == len(self.keys):
                 self.keys.append(k)
                 self.values.append(v)

@@ -36,6 +36,8 @@ class MultiHeadAttention(nn.Module):
         Returns out (B, Tq, C) and weights (B, H, Tq, Tk) when need_weights, else None.
     """
 
+    fuse_qkv: bool = True  # class-wide switch for the fused q/k/v matmul (benchmarks turn it off)
+
     def __init__(self, d_model: int, n_heads: int, *, n_kv_heads: Optional[int] = None, bias: bool = True,
                  dropout: float = 0.0) -> None:
         super().__init__()
@@ -96,6 +98,8 @@ class MultiHeadAttention(nn.Module):
     def _unfused_needed(self, x: Tensor) -> bool:
         """Autograd needs the three modules (gradients reach them); so do hooks on them."""
         projs = (self.q_proj, self.k_proj, self.v_proj)
+        if not self.fuse_qkv:
+            return True
         if torch.is_grad_enabled() and (x.requires_grad or any(m.weight.requires_grad for m in projs)):
             return True
         hooks = nn.modules.module

@@ -1,4 +1,4 @@
-"""``python -m benchmarks [--quick | --full] [--only attention,models,generation] [--out FILE]``
+"""``python -m benchmarks [--quick | --full] [--only attention,models,generation,fastpaths] [--out FILE]``
 
 Prints a table of medians and ratios per benchmark, the targets met or missed, and writes every
 number (with the raw rounds and the machine's load) to a JSON file. ``--plots DIR`` also draws
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import torch
 
-from . import attention, generation, models
+from . import attention, fastpaths, generation, models
 from .harness import Settings, cpu_pressure_avg10, environment, fmt_table, matmul_peak, memory_bandwidth
 
 SCHEMA = "attnlib-benchmarks/1"
-BENCHMARKS = {"attention": attention, "models": models, "generation": generation}
+BENCHMARKS = {"attention": attention, "models": models, "generation": generation, "fastpaths": fastpaths}
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -32,7 +32,7 @@ def settings_for(mode: str, device: str, threads: int | None) -> Settings:
                     threads=threads or (torch.get_num_threads() if cuda else 1), **per_mode)
 
 
-def run(settings: Settings, only: list[str], *, log=print) -> dict:
+def run(settings: Settings, only: list[str], *, log=print, compile_variant: bool = False) -> dict:
     """Run the chosen benchmarks; return the whole JSON document."""
     t0 = time.time()
     torch.manual_seed(settings.seed)
@@ -46,7 +46,8 @@ def run(settings: Settings, only: list[str], *, log=print) -> dict:
     doc["benchmarks"] = {}
     for name in only:
         log(f"{name}:")
-        doc["benchmarks"][name] = BENCHMARKS[name].run(settings, calibration=doc["calibration"], log=log)
+        extra = {"compile_variant": compile_variant} if name == "fastpaths" else {}
+        doc["benchmarks"][name] = BENCHMARKS[name].run(settings, calibration=doc["calibration"], log=log, **extra)
     doc["targets"] = [t for b in doc["benchmarks"].values() for t in b["targets"]]
     doc["env"]["cpu_pressure_avg10_end"] = cpu_pressure_avg10()
     doc["env"]["seconds"] = round(time.time() - t0, 1)
@@ -75,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default=None, help="default: cuda if available, else cpu")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default 1 on CPU)")
     p.add_argument("--out", default=None, help="JSON path (default benchmarks/results/<mode>_<device>.json)")
+    p.add_argument("--compile", action="store_true", help="also time a torch.compile'd forward (fastpaths; "
+                   "compiling takes minutes on a busy CPU)")
     p.add_argument("--plots", default=None, help="also draw PNG plots into this directory")
     args = p.parse_args(argv)
     mode = args.mode or "quick"
@@ -84,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown benchmark(s) {unknown}; choose from {list(BENCHMARKS)}")
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     settings = settings_for(mode, device, args.threads)
-    doc = run(settings, only, log=lambda s: print(s, flush=True))
+    doc = run(settings, only, log=lambda s: print(s, flush=True), compile_variant=args.compile)
     print("\n" + report(doc))
     out = Path(args.out) if args.out else RESULTS / f"{mode}_{torch.device(device).type}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
