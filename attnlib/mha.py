@@ -79,20 +79,25 @@ class MultiHeadAttention(nn.Module):
 
         Built once and reused while every one of the six parameters keeps its version counter
         (bumped by every in-place update: optimizer steps, ``load_state_dict``, ``nn.init``) and
-        its storage (``.to()``, reassignment). Call it without autograd only: the stack is a
-        copy, so gradients would not reach ``q_proj``/``k_proj``/``v_proj``."""
+        its storage (``.to()``, reassignment). Writes through ``param.data`` bypass the version
+        counter: after one, call ``train()`` (which drops the stack). Call it without
+        autograd only: the stack is a copy, so gradients would not reach the three modules. It
+        costs the memory of the three weights once more while held."""
         params = self._qkv_params()
         key = tuple((p._version, p.data_ptr(), p.dtype, p.device) if p is not None else None for p in params)
-        if self._fused is None or self._fused[0] != key:
+        fused = self.__dict__.get("_fused")  # absent on a module pickled before it existed
+        if fused is None or fused[0] != key:
             with torch.no_grad():
                 w = torch.cat(params[:3])  # (C + 2 G D, C): rows of W_Q, then W_K, then W_V
                 b = None if params[3] is None else torch.cat(params[3:])  # (C + 2 G D,)
-            self._fused = (key, w, b)
-        return self._fused[1], self._fused[2]
+            fused = self._fused = (key, w, b)
+        return fused[1], fused[2]
 
     def train(self, mode: bool = True) -> "MultiHeadAttention":
-        """As nn.Module.train; also drops the stacked q/k/v weight (training does not use it)."""
-        self._fused = None
+        """As nn.Module.train; ``train(True)`` also drops the stacked q/k/v weight (training does
+        not use it); ``eval()`` keeps it, so repeated ``generate`` calls reuse it."""
+        if mode:
+            self._fused = None
         return super().train(mode)
 
     def _unfused_needed(self, x: Tensor) -> bool:
