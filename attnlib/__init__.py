@@ -14,12 +14,15 @@ from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalP
 from .interop import mha_from_torch, mha_to_torch
 from .masks import from_additive, from_hf_attention_mask, from_key_padding, from_nn_mha, to_additive, to_hf_attention_mask, to_key_padding, to_nn_mha
 from .train import train
+from .evaluate import loss_by_position
 from .utils import default_device, seed_everything
 from .tokenizers import BPETokenizer, CharTokenizer
 from .data import load_corpus
 from .dates import DateTokenizer, date_pairs
 from .pretrained import WordPieceTokenizer, encoder_from_hf, gpt_from_hf, load_minilm, mean_pool, sentence_embeddings
 from .tiny_gpt import load_tiny_gpt, save_tiny_gpt, train_tiny_gpt
-from . import viz
+from .flash import tiled_attention
+from .quant import dequantize_groupwise, dequantize_nf4, dequantize_rows, quantize_groupwise, quantize_linears, quantize_nf4, quantize_rows
+from . import quant, viz
 
 __version__ = "0.1.0"

@@ -386,3 +386,48 @@ def test_heatmap_colour_range_and_empty_input_agree_with_explorer():
             viz.explorer(np.zeros(shape))
     ax = viz.heatmap(np.full((2, 2), 0.5), vmin=None, vmax=None)  # a constant matrix still draws
     plt.close(ax.figure)
+
+
+# ------------------------------------------------------------------- still picture (no scripts)
+def test_explorer_carries_a_still_picture_of_its_first_state():
+    """Where scripts do not run (GitHub, nbviewer, an untrusted notebook) the fallback shows the
+    first state as SVG: one rect per cell, coloured by that state's values, labels escaped."""
+    data = softmax_weights(2, 3, 4, 4)  # (layer, head, Tq, Tk)
+    tokens = ["a", "<b>", "c", "d"]
+    ex = viz.explorer(data, tokens, dims=("layer", "head"), title="still")
+    html = ex.to_html()
+    still = re.search(r'<div class="attnlib-noscript">(.*?)</div>', html, re.S).group(1)
+    assert "first state (layer 0, head 0)" in still
+    svg = re.search(r'<svg class="attnlib-static".*?</svg>', still, re.S).group(0)
+    fills = re.findall(r'<rect [^>]*fill="#([0-9a-f]{6})"', svg)
+    Tq, Tk = np.asarray(data).shape[-2:]
+    assert len(fills) == Tq * Tk
+    first = viz.decode_payload(ex.payload, 0)[0, 0]  # what the picture must show
+    pal = ex.payload["palette"]
+    lo, hi = ex.payload["vmin"], ex.payload["vmax"]
+    want = [pal[6 * k:6 * k + 6] for k in
+            np.minimum(255, np.floor((first.ravel() - lo) / (hi - lo) * 256)).astype(int)]
+    assert fills == want
+    assert "&lt;b&gt;" in svg and "<b>" not in svg  # token text escaped
+
+
+def test_explorer_still_picture_is_left_out_when_too_large():
+    from attnlib.viz._static import MAX_CELLS
+
+    n = int(MAX_CELLS ** 0.5) + 1
+    big = viz.explorer(softmax_weights(n, n), [f"t{i}" for i in range(n)])
+    html = big.to_html()
+    assert 'class="attnlib-static"' not in html and "too large to draw" in html
+def test_precomputed_slider_opens_on_the_value_asked_for():
+    box = viz.precomputed_slider([1, 10, 100], lambda k: f"k={k}", value=10)
+    slider, stack = box.children
+    assert slider.index == 1 and stack.selected_index == 1
+    assert slider.value == 1  # the option's value is the index into the stack
+    assert "the state 10 is shown" in box._repr_mimebundle_()["text/plain"]
+    fig_box = viz.precomputed_slider(
+        [1, 2], lambda k: viz.heatmap(torch.eye(2) * k / 2, ["a", "b"]).figure, value=2)
+    pngs = [o.outputs[0]["data"]["image/png"] for o in fig_box.children[1].children]
+    assert fig_box._repr_mimebundle_()["image/png"] == pngs[1] != pngs[0]
+    assert viz.precomputed_slider([1, 2], str).children[0].index == 0  # default: the first
+    with pytest.raises(ValueError, match=r"value=5 is not one of"):
+        viz.precomputed_slider([1, 2], str, value=5)

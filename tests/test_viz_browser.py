@@ -353,3 +353,25 @@ def test_one_and_four_byte_payloads_decode_in_the_browser(driver, tmp_path):
         want = np.abs(v) / max(-lo, hi) if diverging else (v - lo) / (hi - lo)
         np.testing.assert_allclose(widths, 100 * np.clip(want, 0, 1), atol=0.051)
     assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []
+
+
+def test_still_picture_where_scripts_do_not_run(driver, tmp_path):
+    """With scripts off (GitHub's notebook view, an untrusted notebook) the explorer shows its first
+    state as a picture; with scripts on, the picture is gone and the live matrix replaces it."""
+    path = tmp_path / "still.html"
+    EX_B.save(path)
+    cells = len(EX_B.payload["examples"][0]["rows"]) * len(EX_B.payload["examples"][0]["cols"])
+    driver.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": True})
+    try:
+        driver.get(path.as_uri())
+        still = driver.find_element("css selector", "div.attnlib-explorer .attnlib-noscript")
+        assert still.is_displayed() and "Scripts do not run here" in still.text
+        assert len(still.find_elements("css selector", "svg.attnlib-static rect")) == cells
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(SHOTS / "viz_still_noscript.png"))
+    finally:
+        driver.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": False})
+    driver.get(path.as_uri())
+    root = driver.find_element("css selector", "div.attnlib-explorer")
+    assert root.find_elements("css selector", ".attnlib-noscript") == []
+    assert root.find_elements("css selector", "svg.attnlib-plot")

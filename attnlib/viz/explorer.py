@@ -19,6 +19,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
+from ._static import matrix_svg
 from ._common import check_tokens, colour_range, default_cmap, to_numpy
 
 __all__ = ["Explorer", "explorer", "decode_payload"]
@@ -102,6 +103,24 @@ class Explorer:
         self._json = _json_for_script(payload)
         self.uid = hashlib.sha1(self._json.encode("utf-8")).hexdigest()[:12]
 
+    def _still(self) -> str:
+        """The first state as a still SVG picture plus a line saying what it is (for no-script hosts)."""
+        p = self.payload
+        ex = p["examples"][0]
+        first = decode_payload(p, 0)[(0,) * len(p["dims"])]  # (Tq, Tk) of the first state
+        where = ", ".join(f"{d['name']} {d['labels'][0]}" for d in p["dims"])
+        if len(p["examples"]) > 1:
+            where = f"example {ex['name']!r}" + (f", {where}" if where else "")
+        name = p["title"] or "attention explorer"
+        svg = matrix_svg(first, ex["rows"], ex["cols"], palette=p["palette"], vmin=p["vmin"],
+                         vmax=p["vmax"], label=f"{name}: first state",
+                         footer=f"{p['valueName']} from {p['vmin']:g} to {p['vmax']:g}")
+        shown = f"a still picture of its first state ({where})" if where else "a still picture of it"
+        text = (f"Interactive explorer ({html.escape(repr(self))}). Scripts do not run here, so "
+                + (f"this is {html.escape(shown)}" if svg else "its matrices are too large to draw as a still")
+                + ". In Jupyter, run the cell or trust the notebook; in the book, allow JavaScript.")
+        return f'<div class="attnlib-noscript"><p style="margin:0 0 6px">{text}</p>{svg}</div>'
+
     def __repr__(self) -> str:
         p = self.payload
         parts = [f"{d['name']}={len(d['labels'])}" for d in p["dims"]]
@@ -131,8 +150,7 @@ class Explorer:
             f'<div class="attnlib-explorer" id="{root_id}" data-attnlib-uid="{self.uid}" '
             f'data-state="" role="group" aria-label="{title or "attention explorer"}">'
             f"<style>{_asset('explorer.css')}</style>"
-            f'<div class="attnlib-noscript">Interactive explorer ({html.escape(repr(self))}): '
-            "it needs JavaScript; in Jupyter, run the cell or trust the notebook.</div>"
+            f"{self._still()}"
             f'<script type="application/json" class="attnlib-data">{self._json}</script>'
             f"<script>{_asset('explorer.js')}</script>"
             "</div>"

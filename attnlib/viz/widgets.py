@@ -29,7 +29,8 @@ def _bundle(obj: Any) -> dict[str, Any]:
 
 
 def precomputed_slider(values: Sequence[Any], render: Callable[[Any], Any], *,
-                       description: str = "value", continuous_update: bool = True) -> Any:
+                       description: str = "value", continuous_update: bool = True,
+                       value: Any = None) -> Any:
     """A slider over ``values`` linked in the browser to a ``Stack`` of precomputed outputs.
 
     ``render(v)`` returns what to show for ``v``: a matplotlib Figure/Axes (stored as a PNG at 80 dpi
@@ -37,6 +38,9 @@ def precomputed_slider(values: Sequence[Any], render: Callable[[Any], Any], *,
     ``_repr_html_`` / ``_repr_mimebundle_`` (e.g. an explorer), or text; figures it opens without
     returning them are captured too (do not call ``plt.show()`` inside). The slider's index is
     ``jslink``ed to the Stack's ``selected_index``, so it moves with no kernel (static book, Colab).
+
+    ``value`` is the value the slider opens on (one of ``values``; default the first): open on the
+    typical setting, not on the end of the range.
 
     Where widgets cannot be drawn (an untrusted notebook in JupyterLab, GitHub's notebook view),
     the output shows the first state's picture (when it is a figure) and a line that says what the
@@ -55,6 +59,11 @@ def precomputed_slider(values: Sequence[Any], render: Callable[[Any], Any], *,
     labels = [str(v) for v in values]
     if len(set(labels)) != len(labels):
         raise ValueError(f"values must have distinct labels, got {labels}")
+    start = 0
+    if value is not None:
+        if str(value) not in labels:
+            raise ValueError(f"value={value!r} is not one of the slider's values {labels}")
+        start = labels.index(str(value))
     import matplotlib.pyplot as plt
 
     outputs = []
@@ -72,16 +81,17 @@ def precomputed_slider(values: Sequence[Any], render: Callable[[Any], Any], *,
         out = widgets.Output()
         out.outputs = tuple({"output_type": "display_data", "data": _bundle(x), "metadata": {}} for x in items)
         outputs.append(out)
-    stack = widgets.Stack(outputs, selected_index=0)
-    slider = widgets.SelectionSlider(options=list(zip(labels, range(len(values)))), index=0,
+    stack = widgets.Stack(outputs, selected_index=start)
+    slider = widgets.SelectionSlider(options=list(zip(labels, range(len(values)))), index=start,
                                      description=description, continuous_update=continuous_update,
                                      style={"description_width": "initial"})
     widgets.jslink((slider, "index"), (stack, "selected_index"))
-    first = outputs[0].outputs[-1]["data"]
+    first = outputs[start].outputs[-1]["data"]   # the picture shown where widgets cannot draw
+    shown = "the first state" if start == 0 else f"the state {labels[start]}"
     box = _slider_box_class(widgets)([slider, stack])
     box._fallback = {"text/plain": (
         f"Slider {description!r} over {len(values)} precomputed states ({labels[0]} ... {labels[-1]}); "
-        f"the first state is shown. The live slider appears once the notebook is trusted or its "
+        f"{shown} is shown. The live slider appears once the notebook is trusted or its "
         f"cells are run; in the book it works with no kernel."),
         **({"image/png": first["image/png"]} if "image/png" in first else {})}
     return box

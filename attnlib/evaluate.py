@@ -1,0 +1,69 @@
+"""Held-out loss of a next-token model, overall and by position in the window.
+
+Chapter 11 compares position schemes on the same held-out text, and asks what happens to a model
+past the context length it was trained on; both need the mean cross-entropy at each position
+``t`` of a window (the prediction of token ``t + 1`` from tokens ``0..t``). Evaluation only: no
+gradients, the model's train/eval mode is restored.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def loss_by_position(model: nn.Module, ids: Tensor, block_size: int, *,
+                     batch_size: int = 64) -> Tensor:
+    """Mean next-token cross-entropy at each position of non-overlapping windows of ``ids``.
+
+    The 1-D corpus ``ids`` is cut into ``n = (len(ids) - 1) // block_size`` windows of
+    ``block_size + 1`` tokens that share one token at each boundary (window ``w`` starts at
+    ``w * block_size``); the model reads ``block_size`` tokens of each and predicts the next
+    ``block_size``. Every window starts from position 0 (no cache, no carried state).
+
+    Args:
+        model: maps input ids (B, T) to logits (B, T, V), directly or as ``.logits``
+            (e.g. :class:`attnlib.GPT`).
+        ids: a 1-D tensor of token ids with at least ``block_size + 1`` of them.
+        block_size: T, the window length the model reads (a GPT's ``max_len`` must allow it).
+        batch_size: windows per forward pass (memory only; the result does not depend on it).
+
+    Shapes:
+        ids (N,) -> result (block_size,)
+
+    Returns:
+        A float32 tensor: entry ``t`` is the cross-entropy (nats) of predicting token ``t + 1``,
+        averaged over the ``n`` windows. Its mean is the held-out loss over all positions.
+    """
+    if not isinstance(ids, Tensor):
+        raise TypeError(f"ids must be a torch.Tensor of token ids, got {type(ids).__name__}")
+    if ids.is_floating_point() or ids.dtype == torch.bool:
+        raise TypeError(f"ids must be an integer tensor, got dtype {ids.dtype}")
+    if ids.dim() != 1:
+        raise ValueError(f"ids must be a 1-D corpus of token ids, got shape {tuple(ids.shape)}")
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+        raise ValueError(f"block_size must be a positive int, got {block_size!r}")
+    if ids.numel() < block_size + 1:
+        raise ValueError(f"ids has {ids.numel()} tokens, fewer than block_size + 1 = "
+                         f"{block_size + 1}; pass more text or a smaller block_size")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    n = (ids.numel() - 1) // block_size
+    starts = torch.arange(n) * block_size                                  # (n,)
+    index = starts[:, None] + torch.arange(block_size + 1)[None, :]        # (n, T + 1)
+    params = list(model.parameters())
+    windows = ids[index].to(params[0].device if params else ids.device)   # (n, T + 1)
+    total = torch.zeros(block_size, dtype=torch.float64)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for chunk in windows.split(batch_size):                        # (b, T + 1)
+                out = model(chunk[:, :-1])
+                logits = out.logits if hasattr(out, "logits") else out     # (b, T, V)
+                loss = F.cross_entropy(logits.float().transpose(1, 2), chunk[:, 1:],
+                                       reduction="none")                   # (b, T)
+                total += loss.sum(0).double().cpu()
+    finally:
+        model.train(was_training)
+    return (total / n).float()

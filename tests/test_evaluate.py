@@ -1,0 +1,63 @@
+"""attnlib.loss_by_position: held-out cross-entropy by position, against torch's own loss."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import attnlib
+
+
+def small_gpt(positional="rope", max_len=16):
+    torch.manual_seed(0)
+    cfg = attnlib.TransformerConfig(vocab_size=11, d_model=16, n_heads=2, n_layers=1,
+                                    max_len=max_len, positional=positional)
+    return attnlib.GPT(cfg)
+
+
+def test_loss_by_position_matches_cross_entropy_on_each_window():
+    model = small_gpt().train()
+    ids = torch.randint(0, 11, (50,), generator=torch.Generator().manual_seed(1))
+    by_pos = attnlib.loss_by_position(model, ids, 8, batch_size=2)
+    assert by_pos.shape == (8,) and by_pos.dtype == torch.float32
+    assert model.training  # mode restored
+    n = (50 - 1) // 8  # 6 windows sharing boundary tokens: starts 0, 8, ..., 40
+    rows = []
+    model.eval()
+    with torch.no_grad():
+        for w in range(n):
+            x, y = ids[w * 8: w * 8 + 8], ids[w * 8 + 1: w * 8 + 9]
+            logits = model(x[None]).logits[0]
+            rows.append(F.cross_entropy(logits, y, reduction="none"))
+            # the mean over positions is the model's own loss on that window
+            torch.testing.assert_close(rows[-1].mean(), model(x[None], targets=y[None]).loss)
+    torch.testing.assert_close(by_pos, torch.stack(rows).mean(0))
+    # the batch size changes nothing but memory
+    torch.testing.assert_close(attnlib.loss_by_position(model, ids, 8, batch_size=64), by_pos)
+
+
+def test_loss_by_position_sees_position_specific_skill():
+    """A model told nothing about the first token does worse at position 0 than later."""
+    # periodic text: from position 1 on the next token is predictable from the previous one
+    ids = torch.arange(0, 200) % 5
+    model = small_gpt(max_len=8)
+    attnlib.train(model, ids[:150], steps=60, block_size=8, lr=1e-2)
+    by_pos = attnlib.loss_by_position(model, ids[150:], 8)
+    assert by_pos.mean() < 0.5  # learned the cycle
+    ones = torch.ones(8)
+    assert not torch.allclose(by_pos, by_pos.mean() * ones)  # one number per position
+
+
+def test_loss_by_position_errors_name_the_argument():
+    model = small_gpt()
+    with pytest.raises(ValueError, match=r"block_size \+ 1 = 9"):
+        attnlib.loss_by_position(model, torch.arange(5), 8)
+    with pytest.raises(ValueError, match="block_size"):
+        attnlib.loss_by_position(model, torch.arange(20), 0)
+    with pytest.raises(ValueError, match="1-D"):
+        attnlib.loss_by_position(model, torch.zeros(2, 20, dtype=torch.long), 4)
+    with pytest.raises(TypeError, match="float32"):
+        attnlib.loss_by_position(model, torch.zeros(20), 4)
+    with pytest.raises(ValueError, match="batch_size"):
+        attnlib.loss_by_position(model, torch.arange(20) % 11, 4, batch_size=0)
+    # a window longer than the model's context: the model's own error names max_len
+    with pytest.raises(ValueError, match="max_len=16"):
+        attnlib.loss_by_position(model, torch.arange(40) % 11, 32)
