@@ -1,4 +1,4 @@
-"""Scaled dot-product attention, the two standard masks, and multi-head attention.
+"""Scaled dot-product attention and the two standard masks (MultiHeadAttention: attnlib/mha.py).
 
 Two paths compute the same thing:
 
