@@ -94,9 +94,9 @@ class KVCache:
     def _backs(self, layer_idx: int, bufs: tuple[Tensor, Tensor]) -> bool:
         """Are layer ``layer_idx``'s keys/values still the leading views of ``bufs``? (Not after
         someone assigned other tensors to cache.keys, e.g. a copy or a concatenation.)"""
-        return all(t.data_ptr() == b.data_ptr() and t.stride() == b.stride() and t.dtype == b.dtype
-                   and t.shape[:2] == b.shape[:2] and t.shape[-1] == b.shape[-1]
-                   for t, b in zip((self.keys[layer_idx], self.values[layer_idx]), bufs))
+        k, v = self.keys[layer_idx], self.values[layer_idx]
+        return (k.data_ptr() == bufs[0].data_ptr() and v.data_ptr() == bufs[1].data_ptr()
+                and k.stride() == bufs[0].stride() and v.stride() == bufs[1].stride())
 
     def _room(self, layer_idx: int, k: Tensor, end: int) -> tuple[Tensor, Tensor]:
         """Buffers for layer ``layer_idx`` with room for ``end`` tokens, holding what is held."""

@@ -84,7 +84,8 @@ class MultiHeadAttention(nn.Module):
         autograd only: the stack is a copy, so gradients would not reach the three modules. It
         costs the memory of the three weights once more while held."""
         params = self._qkv_params()
-        key = tuple((p._version, p.data_ptr(), p.dtype, p.device) if p is not None else None for p in params)
+        # version counter and storage of each: .to(), .data = ..., a dtype change all move the storage
+        key = tuple((p._version, p.data_ptr()) if p is not None else None for p in params)
         fused = self.__dict__.get("_fused")  # absent on a module pickled before it existed
         if fused is None or fused[0] != key:
             with torch.no_grad():

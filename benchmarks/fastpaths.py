@@ -25,7 +25,7 @@ import attnlib
 from .harness import Settings, Target, compare, fmt_table
 from .models import build_pair
 
-RUNS = {"smoke": [("smoke", 8, 8)], "quick": [("tiny", 64, 32)], "full": [("tiny", 128, 128), ("gpt2-small", 128, 128)]}
+RUNS = {"smoke": [("smoke", 8, 8)], "quick": [("tiny", 256, 512)], "full": [("tiny", 128, 128), ("gpt2-small", 128, 128)]}
 
 
 @contextmanager
