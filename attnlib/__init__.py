@@ -20,6 +20,7 @@ from .tokenizers import BPETokenizer, CharTokenizer
 from .data import load_corpus
 from .dates import DateTokenizer, date_pairs
 from .pretrained import WordPieceTokenizer, encoder_from_hf, gpt_from_hf, load_minilm, mean_pool, sentence_embeddings
+from .pretrained.smollm2 import GGUFTokenizer, load_smollm2, stream_reply
 from .tiny_gpt import load_tiny_gpt, save_tiny_gpt, train_tiny_gpt
 from .flash import tiled_attention
 from .quant import dequantize_groupwise, dequantize_nf4, dequantize_rows, quantize_groupwise, quantize_linears, quantize_nf4, quantize_rows

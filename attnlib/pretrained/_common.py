@@ -32,8 +32,12 @@ class Used(dict):
             raise ValueError(f"{source} has parameters attnlib has no place for: {left[:5]} ({len(left)} in all)")
 
 
-def load_exact(model: torch.nn.Module, state: dict[str, Tensor], source: str) -> None:
-    """Copy ``state`` into ``model``; every parameter must be covered and every shape must agree."""
+def load_exact(model: torch.nn.Module, state: dict[str, Tensor], source: str, *, assign: bool = False) -> None:
+    """Copy ``state`` into ``model``; every parameter must be covered and every shape must agree.
+
+    With ``assign=True`` the model takes the given tensors instead of copying them (no second copy
+    in memory; ``model`` may live on the meta device), and parameters the model shares, such as a
+    tied LM head, are shared again afterwards."""
     own = model.state_dict()
     missing = sorted(k for k in own if k not in state)
     unexpected = sorted(k for k in state if k not in own)
@@ -44,4 +48,23 @@ def load_exact(model: torch.nn.Module, state: dict[str, Tensor], source: str) ->
         if own[k].shape != v.shape:
             raise ValueError(f"{source} -> {type(model).__name__}: {k} has shape {tuple(own[k].shape)} "
                              f"but the source gives {tuple(v.shape)}")
-    model.load_state_dict({k: v.to(own[k].dtype) for k, v in state.items()}, strict=True)
+    if not assign:
+        model.load_state_dict({k: v.to(own[k].dtype) for k, v in state.items()}, strict=True)
+        return
+    shared = _shared_names(model)
+    model.load_state_dict({k: v.to(own[k].dtype) for k, v in state.items()}, strict=True, assign=True)
+    for name, first in shared:  # assign gives each name its own Parameter: tie them again
+        owner, _, attr = name.rpartition(".")
+        setattr(model.get_submodule(owner), attr, model.get_parameter(first))
+
+
+def _shared_names(model: torch.nn.Module) -> list[tuple[str, str]]:
+    """(name, first name) for each parameter that is the same object as an earlier-named one."""
+    first: dict[int, str] = {}
+    pairs = []
+    for name, p in model.named_parameters(remove_duplicate=False):
+        if id(p) in first:
+            pairs.append((name, first[id(p)]))
+        else:
+            first[id(p)] = name
+    return pairs
