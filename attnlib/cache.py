@@ -21,6 +21,14 @@ class KVCache:
     head count or width, or an encoder-decoder step against another source, is a ValueError.
     A step that fails (see :meth:`atomic`) leaves the cache exactly as it was.
 
+    Storage: each layer's ``keys``/``values`` are views of the first ``seq_len`` positions of a
+    larger buffer, so a decode step writes its token in place (no copy of what is held). Room is
+    reserved with :meth:`reserve` (``generate`` reserves ``max_new_tokens``) and otherwise doubles
+    when it runs out; :meth:`capacity` tells how much there is. The buffers are kept beside the
+    cache, so ``vars(cache)`` is still ``keys``, ``values`` and the cross entries. Assigning other
+    tensors to ``keys``/``values`` (a copy, or a cut such as ``k[:, :, :n]``) is respected: a cut
+    keeps writing into the same buffer, anything else is copied into a new one on the next update.
+
     Attributes:
         seq_len: tokens held (in layer 0).
         nbytes: bytes of the self-attention keys and values held for those tokens
