@@ -1,4 +1,4 @@
-"""Scaled dot-product attention, the two standard masks, and multi-head attention.
+"""Scaled dot-product attention and the two standard masks (MultiHeadAttention: attnlib/mha.py).
 
 Two paths compute the same thing:
 
@@ -32,6 +32,15 @@ def _check_tensor(name: str, t: Any) -> None:
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
 
 
+def _broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """torch.broadcast_shapes, with the common case (all equal) answered without it (it is slow:
+    tens of microseconds, which a decode step pays per layer)."""
+    first = tuple(shapes[0])
+    if all(tuple(s) == first for s in shapes[1:]):
+        return first
+    return tuple(torch.broadcast_shapes(*shapes))
+
+
 def _check_inputs(query: Tensor, key: Tensor, value: Tensor, enable_gqa: bool = False) -> tuple[int, ...]:
     """Validate Q/K/V shapes; return the broadcast batch shape (of the queries' heads under GQA)."""
     for name, t in (("query", query), ("key", key), ("value", value)):
@@ -56,7 +65,7 @@ def _check_inputs(query: Tensor, key: Tensor, value: Tensor, enable_gqa: bool = 
             f"(Tk={key.shape[-2]}), value is {tuple(value.shape)} (Tk={value.shape[-2]})"
         )
     try:
-        batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+        batch = _broadcast(query.shape[:-2], key.shape[:-2], value.shape[:-2])
     except RuntimeError:
         raise ValueError(
             f"the leading (batch/head) dims of query {tuple(query.shape)}, key {tuple(key.shape)} and "
@@ -84,7 +93,7 @@ def _check_gqa(query: Tensor, key: Tensor, value: Tensor) -> tuple[int, ...]:
             f"query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
         )
     try:
-        lead = torch.broadcast_shapes(query.shape[:-3], key.shape[:-3], value.shape[:-3])
+        lead = _broadcast(query.shape[:-3], key.shape[:-3], value.shape[:-3])
     except RuntimeError:
         raise ValueError(
             f"the batch dims (before the head dim) of query {tuple(query.shape)}, key {tuple(key.shape)} "
@@ -102,7 +111,7 @@ def _check_mask(attn_mask: Tensor, scores_shape: tuple[int, ...]) -> None:
             f"{attn_mask.dtype}; for a 0/1 integer mask use attn_mask.bool()"
         )
     try:
-        ok = torch.broadcast_shapes(attn_mask.shape, scores_shape) == torch.Size(scores_shape)
+        ok = _broadcast(attn_mask.shape, scores_shape) == tuple(scores_shape)
     except RuntimeError:
         ok = False
     if not ok:
@@ -276,141 +285,4 @@ def padding_mask(token_ids: Tensor, pad_id: int) -> Tensor:
     return (token_ids != pad_id)[:, None, None, :]  # (B, 1, 1, T)
 
 
-class MultiHeadAttention(nn.Module):
-    """h heads of scaled dot-product attention in parallel, concatenated, then mixed by W_O.
-
-    With ``n_kv_heads`` = G < H (grouped-query attention; G = 1 is multi-query) the keys and values
-    have only G heads, ``k_proj``/``v_proj`` map C -> G * D, and query head h reads key/value head
-    h // (H / G). Fewer key/value heads mean a smaller KV cache; the weights are still per query head.
-
-    Args:
-        d_model: model width C; must be divisible by n_heads.
-        n_heads: number of (query) heads H; each head has width D = C / H.
-        n_kv_heads: number of key/value heads G (None = H); H must be divisible by G.
-        bias: bias in the four projections.
-        dropout: dropout on the attention weights (training only).
-
-    Shapes:
-        x (B, Tq, C); context (B, Tk, C) for cross-attention (keys and values from it).
-        Returns out (B, Tq, C) and weights (B, H, Tq, Tk) when need_weights, else None.
-    """
-
-    def __init__(self, d_model: int, n_heads: int, *, n_kv_heads: Optional[int] = None, bias: bool = True,
-                 dropout: float = 0.0) -> None:
-        super().__init__()
-        for name, n in (("d_model", d_model), ("n_heads", n_heads)):
-            if isinstance(n, bool) or not isinstance(n, int):
-                raise TypeError(f"{name} must be an int, got {n!r}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
-        if n_heads < 1 or d_model < 1:
-            raise ValueError(f"d_model and n_heads must be positive, got d_model={d_model}, n_heads={n_heads}")
-        if d_model % n_heads != 0:
-            raise ValueError(
-                f"d_model={d_model} is not divisible by n_heads={n_heads}: each head needs an equal "
-                f"share D = d_model / n_heads; pick n_heads among the divisors of {d_model}"
-            )
-        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
-        if isinstance(n_kv_heads, bool) or not isinstance(n_kv_heads, int) or n_kv_heads < 1 or n_heads % n_kv_heads:
-            raise ValueError(
-                f"n_heads={n_heads} must be divisible by n_kv_heads={n_kv_heads!r} (a positive int): each "
-                f"key/value head serves an equal group of query heads; pick a divisor of {n_heads}"
-            )
-        self.d_model, self.n_heads, self.head_dim = d_model, n_heads, d_model // n_heads
-        self.n_kv_heads = n_kv_heads
-        self.dropout = dropout
-        kv_width = n_kv_heads * self.head_dim  # G * D (= C for multi-head attention)
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, kv_width, bias=bias)
-        self.v_proj = nn.Linear(d_model, kv_width, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
-
-    def split_heads(self, t: Tensor) -> Tensor:
-        """(B, T, H * D) -> (B, H, T, D). The transpose matters: a bare view would cut across tokens.
-
-        Also splits keys/values (B, T, G * D) -> (B, G, T, D): the head count is read off the width."""
-        B, T, width = t.shape
-        return t.view(B, T, width // self.head_dim, self.head_dim).transpose(1, 2)  # (B, H, T, D)
-
-    def merge_heads(self, t: Tensor) -> Tensor:
-        """(B, H, T, D) -> (B, T, C): heads side by side (concatenation, not a sum)."""
-        B, H, T, D = t.shape
-        return t.transpose(1, 2).reshape(B, T, H * D)  # (B, T, H, D) -> (B, T, C)
-
-    def _check_input(self, name: str, t: Tensor) -> None:
-        if not isinstance(t, Tensor) or t.dim() != 3 or t.shape[-1] != self.d_model:
-            shape = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
-            raise ValueError(f"{name} must have shape (B, T, d_model={self.d_model}), got {shape}")
-        if t.dtype != self.q_proj.weight.dtype and not torch.is_autocast_enabled(t.device.type):
-            raise TypeError(f"{name} has dtype {t.dtype} but the module's weights are {self.q_proj.weight.dtype}; "
-                            f"convert one of them, e.g. {name}.to({self.q_proj.weight.dtype}) or module.to({t.dtype})")
-
-    def forward(
-        self,
-        x: Tensor,
-        context: Optional[Tensor] = None,
-        *,
-        attn_mask: Optional[Tensor] = None,
-        is_causal: bool = False,
-        need_weights: bool = False,
-        cache: Any = None,
-        layer_idx: int = 0,
-        rope: Optional[nn.Module] = None,
-        positions: Optional[Tensor] = None,
-        backend: str = "auto",
-    ) -> tuple[Tensor, Optional[Tensor]]:
-        """Self-attention (context None) or cross-attention over ``context``.
-
-        ``rope`` (an :class:`attnlib.RotaryEmbedding`) with ``positions`` (Tq,) rotates the queries
-        and keys of self-attention before the scores (and before caching the keys).
-
-        ``cache`` (an :class:`attnlib.KVCache`) makes decoding incremental: for self-attention the
-        new keys/values are appended to layer ``layer_idx`` and the queries attend to everything
-        held; for cross-attention the context's keys/values are computed once and reused.
-        """
-        self._check_input("x", x)
-        B, Tq, _ = x.shape
-        q = self.split_heads(self.q_proj(x))  # (B, H, Tq, D)
-        if context is None:  # self-attention
-            k = self.split_heads(self.k_proj(x))  # (B, G, Tq, D)
-            v = self.split_heads(self.v_proj(x))
-            if rope is not None:
-                if positions is None:
-                    start = cache.layer_len(layer_idx) if cache is not None else 0
-                    positions = torch.arange(start, start + Tq, device=x.device)
-                q, k = rope(q, positions), rope(k, positions)
-            if cache is not None:
-                k, v = cache.update(layer_idx, k, v)  # (B, G, T_total, D): the cache holds G heads
-        else:  # cross-attention: keys and values come from the other sequence
-            if cache is not None and cache.has_cross(layer_idx):
-                k, v = cache.get_cross(layer_idx)
-            else:
-                self._check_input("context", context)
-                if context.shape[0] != B:
-                    raise ValueError(f"x has batch {B} but context has batch {context.shape[0]}")
-                k = self.split_heads(self.k_proj(context))  # (B, G, Tk, D)
-                v = self.split_heads(self.v_proj(context))
-                if cache is not None:
-                    cache.set_cross(layer_idx, k, v)
-        tk = k.shape[-2]
-        if is_causal and Tq == 1 and tk > 1 and attn_mask is None:
-            # One decode step: the single query is the newest token and may see every held key,
-            # so no mask is needed (and the fused kernels stay available).
-            is_causal = False
-        elif is_causal and tk != Tq:
-            # A decode step: the queries are the last Tq of Tk positions (lower-right alignment).
-            causal = causal_mask(Tq, tk, device=x.device)
-            attn_mask = causal if attn_mask is None else (attn_mask & causal if attn_mask.dtype == torch.bool
-                                                          else attn_mask.masked_fill(~causal, float("-inf")))
-            is_causal = False
-        elif is_causal and attn_mask is not None:
-            causal = causal_mask(Tq, tk, device=x.device)
-            attn_mask = (attn_mask & causal if attn_mask.dtype == torch.bool
-                         else attn_mask.masked_fill(~causal, float("-inf")))
-            is_causal = False
-        out, weights = scaled_dot_product_attention(
-            q, k, v, attn_mask=attn_mask, dropout_p=self.dropout if self.training else 0.0,
-            is_causal=is_causal, need_weights=need_weights, backend=backend,
-            enable_gqa=self.n_kv_heads != self.n_heads,
-        )  # out (B, H, Tq, D), weights (B, H, Tq, Tk)
-        return self.out_proj(self.merge_heads(out)), weights
+from .mha import MultiHeadAttention  # noqa: E402  (re-exported: it lives in attnlib/mha.py)

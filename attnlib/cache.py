@@ -21,6 +21,14 @@ class KVCache:
     head count or width, or an encoder-decoder step against another source, is a ValueError.
     A step that fails (see :meth:`atomic`) leaves the cache exactly as it was.
 
+    Storage: each layer's ``keys``/``values`` are views of the first ``seq_len`` positions of a
+    larger buffer, so a decode step writes its token in place (no copy of what is held). Room is
+    reserved with :meth:`reserve` (``generate`` reserves ``max_new_tokens``) and otherwise doubles
+    when it runs out; :meth:`capacity` tells how much there is. The buffers are kept beside the
+    cache, so ``vars(cache)`` is still ``keys``, ``values`` and the cross entries. Assigning other
+    tensors to ``keys``/``values`` (a copy, or a cut such as ``k[:, :, :n]``) is respected: a cut
+    keeps writing into the same buffer, anything else is copied into a new one on the next update.
+
     Attributes:
         seq_len: tokens held (in layer 0).
         nbytes: bytes of the self-attention keys and values held for those tokens
@@ -29,28 +37,95 @@ class KVCache:
             n_kv_heads = n_heads; grouped-query attention stores only the n_kv_heads key/value heads).
     """
 
+    preallocate: bool = True  # class-wide switch: False concatenates at every step (benchmarks compare)
+
     def __init__(self) -> None:
         self.keys: list[Tensor] = []    # per layer, (B, G, T, D): G = n_kv_heads key/value heads
         self.values: list[Tensor] = []
         self._cross: dict[int, tuple[Tensor, Tensor]] = {}
 
     def update(self, layer_idx: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Append k, v (B, H, T_new, D) to layer ``layer_idx``; return all held (B, H, T_total, D)."""
-        if layer_idx == len(self.keys):
-            self.keys.append(k)
-            self.values.append(v)
-        elif layer_idx < len(self.keys):
+        """Append k, v (B, G, T_new, D) to layer ``layer_idx``; return all held (B, G, T_total, D).
+
+        The held keys/values are views of a larger buffer with room reserved ahead (see
+        :meth:`reserve`; otherwise the room doubles when it runs out), so a decode step writes
+        its token in place instead of copying the whole cache. Under autograd (a k or v that
+        requires grad) the layer is concatenated instead, so gradients flow as usual."""
+        if layer_idx > len(self.keys):
+            raise ValueError(f"layers must be filled in order: got layer {layer_idx}, cache has {len(self.keys)}")
+        if layer_idx < len(self.keys):
             held = self.keys[layer_idx]
             if held.shape[0] != k.shape[0] or held.shape[1] != k.shape[1] or held.shape[3] != k.shape[3]:
                 raise ValueError(
                     f"cache layer {layer_idx} holds keys of shape {tuple(held.shape)} but got new keys "
                     f"{tuple(k.shape)}; batch, heads and head width must match (call reset() for a new batch)"
                 )
-            self.keys[layer_idx] = torch.cat([held, k], dim=-2)  # (B, H, T_total, D)
-            self.values[layer_idx] = torch.cat([self.values[layer_idx], v], dim=-2)
+        if not self.preallocate or k.requires_grad or v.requires_grad or (layer_idx < len(self.keys) and held.dtype != k.dtype):
+            if layer_idx == len(self.keys):
+                self.keys.append(k)
+                self.values.append(v)
+            else:
+                self.keys[layer_idx] = torch.cat([held, k], dim=-2)  # (B, G, T_total, D)
+                self.values[layer_idx] = torch.cat([self.values[layer_idx], v], dim=-2)
+            return self.keys[layer_idx], self.values[layer_idx]
+        start = self.layer_len(layer_idx)
+        end = start + k.shape[-2]
+        kb, vb = self._room(layer_idx, k, end)  # (B, G, capacity >= end, D) each
+        kb[:, :, start:end].copy_(k)  # in place: nothing already held is copied
+        vb[:, :, start:end].copy_(v)
+        held_k, held_v = kb[:, :, :end], vb[:, :, :end]  # (B, G, T_total, D) views
+        if layer_idx == len(self.keys):
+            self.keys.append(held_k)
+            self.values.append(held_v)
         else:
-            raise ValueError(f"layers must be filled in order: got layer {layer_idx}, cache has {len(self.keys)}")
-        return self.keys[layer_idx], self.values[layer_idx]
+            self.keys[layer_idx], self.values[layer_idx] = held_k, held_v
+        return held_k, held_v
+
+    # The buffers behind keys/values (and the room to reserve) are kept beside the cache, like
+    # the binding below, so that vars(cache) is still just keys, values and cross entries.
+    _backing: "weakref.WeakKeyDictionary[KVCache, dict[str, Any]]" = weakref.WeakKeyDictionary()
+
+    def reserve(self, n_tokens: int) -> None:
+        """Reserve room for ``n_tokens`` more tokens per layer at the next allocation (e.g.
+        ``max_new_tokens`` before a decode loop), so that decoding never reallocates."""
+        if isinstance(n_tokens, bool) or not isinstance(n_tokens, int) or n_tokens < 0:
+            raise ValueError(f"n_tokens must be an int >= 0, got {n_tokens!r}")
+        KVCache._backing.setdefault(self, {"layers": {}, "reserve": 0})["reserve"] = n_tokens
+
+    def capacity(self, layer_idx: int) -> int:
+        """Tokens that layer ``layer_idx`` can hold before its buffer is reallocated."""
+        bufs = KVCache._backing.get(self, {"layers": {}})["layers"].get(layer_idx)
+        if layer_idx >= len(self.keys) or bufs is None or not self._backs(layer_idx, bufs):
+            return self.layer_len(layer_idx)
+        return bufs[0].shape[-2]
+
+    def _backs(self, layer_idx: int, bufs: tuple[Tensor, Tensor]) -> bool:
+        """Are layer ``layer_idx``'s keys/values still the leading views of ``bufs``? (Not after
+        someone assigned other tensors to cache.keys, e.g. a copy or a concatenation.)"""
+        k, v = self.keys[layer_idx], self.values[layer_idx]
+        return (k.data_ptr() == bufs[0].data_ptr() and v.data_ptr() == bufs[1].data_ptr()
+                and k.stride() == bufs[0].stride() and v.stride() == bufs[1].stride())
+
+    def _room(self, layer_idx: int, k: Tensor, end: int) -> tuple[Tensor, Tensor]:
+        """Buffers for layer ``layer_idx`` with room for ``end`` tokens, holding what is held."""
+        backing = KVCache._backing.setdefault(self, {"layers": {}, "reserve": 0})
+        bufs = backing["layers"].get(layer_idx)
+        held = layer_idx < len(self.keys)
+        if held and bufs is not None and self._backs(layer_idx, bufs):
+            if bufs[0].shape[-2] >= end and bufs[0].device == k.device:
+                return bufs
+            capacity = max(end, 2 * bufs[0].shape[-2])  # grown geometrically: O(1) copies per token
+        else:
+            capacity = end
+        capacity = max(capacity, end + backing["reserve"])
+        B, G, _, D = k.shape
+        bufs = (k.new_empty(B, G, capacity, D), k.new_empty(B, G, capacity, D))
+        if held:
+            start = self.keys[layer_idx].shape[-2]
+            bufs[0][:, :, :start].copy_(self.keys[layer_idx])
+            bufs[1][:, :, :start].copy_(self.values[layer_idx])
+        backing["layers"][layer_idx] = bufs
+        return bufs
 
     # Which model (and source) filled a cache is bookkeeping, not contents: it is kept beside the
     # cache, so that vars(cache) is still just its contents: keys, values and cross entries.
@@ -136,6 +211,7 @@ class KVCache:
         """Forget everything (a new prompt or a new batch)."""
         self.keys, self.values, self._cross = [], [], {}
         self._bind_as(None, None)
+        KVCache._backing.pop(self, None)
 
     def __len__(self) -> int:
         return self.seq_len

@@ -60,6 +60,9 @@ def top_p_filter(logits: Tensor, top_p: float) -> Tensor:
 
 def check_logits(logits: Tensor) -> None:
     """NaN, +inf, or a row with no finite logit cannot be sampled from: say which row."""
+    finite = torch.isfinite(logits)
+    if bool(finite.all()):  # the usual case: one reduction, one sync
+        return
     for what, bad in (("NaN", torch.isnan(logits)), ("+inf", torch.isposinf(logits))):
         rows = bad.flatten(0, -2).any(-1).nonzero()
         if rows.numel():
@@ -121,16 +124,19 @@ def generate_decoder_only(model: Any, input_ids: Tensor, max_new_tokens: int, *,
     model.check_ids(input_ids)
     check_max_new_tokens(max_new_tokens, input_ids.shape[1], model.cfg.max_len)
     check_sampling(temperature, top_k, top_p)
-    ids = input_ids.to(torch.long, copy=True)  # never the caller's tensor, even for 0 new tokens
+    B, T = input_ids.shape
+    ids = input_ids.new_empty((B, T + max_new_tokens), dtype=torch.long)  # filled in place, never regrown
+    ids[:, :T] = input_ids  # never the caller's tensor, even for 0 new tokens
     with eval_no_grad(model):
         cache = KVCache() if use_cache else None
-        step_input = ids  # the whole prompt first, then one token at a time when cached
-        for _ in range(max_new_tokens):
+        if cache is not None:
+            cache.reserve(max_new_tokens)  # room for every new token: no reallocation while decoding
+        step_input = ids[:, :T]  # the whole prompt first, then one token at a time when cached
+        for t in range(T, T + max_new_tokens):
             logits = model(step_input, cache=cache).logits[:, -1, :]  # (B, V)
-            nxt = sample_next(logits, temperature=temperature, top_k=top_k, top_p=top_p,
-                              generator=generator)  # (B, 1)
-            ids = torch.cat([ids, nxt], dim=1)  # (B, T + 1)
-            step_input = nxt if use_cache else ids
+            ids[:, t:t + 1] = sample_next(logits, temperature=temperature, top_k=top_k, top_p=top_p,
+                                          generator=generator)  # (B, 1)
+            step_input = ids[:, t:t + 1] if use_cache else ids[:, :t + 1]
     return ids
 
 
@@ -158,6 +164,8 @@ def generate_encoder_decoder(model: Any, src_ids: Tensor, max_new_tokens: int, *
         # With a cache, each decoder layer projects the encoder output to cross-attention keys and
         # values on the first step (KVCache.set_cross) and reuses them on every later step.
         cache = KVCache() if use_cache else None
+        if cache is not None:
+            cache.reserve(max_new_tokens)
         step_input = ids
         for _ in range(max_new_tokens):
             logits = model.decode(step_input, memory, memory_mask=memory_mask, cache=cache).logits[:, -1, :]

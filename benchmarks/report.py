@@ -14,6 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_JSON = ROOT / "benchmarks" / "results" / "quick_cpu.json"
 DEFAULT_PAGE = ROOT / "book" / "benchmarks.md"
+GPU_JSON = ROOT / "benchmarks" / "results" / "quick_cuda.json"  # written by benchmarks/gpu_run.sh
 BLOCK = re.compile(r"(<!-- BEGIN generated:(\w+) -->\n)(.*?)(<!-- END generated:\2 -->)", re.S)
 MIB = 2**20
 
@@ -132,9 +133,48 @@ def render_generation(doc: dict) -> str:
                       "KVCache.nbytes = formula"], rows)
 
 
+def render_fastpaths(doc: dict) -> str:
+    fp = doc["benchmarks"].get("fastpaths")
+    if fp is None:
+        return ("*Not in the stored run* (it predates the fast paths): `python -m benchmarks --quick` "
+                "measures them; store a run from a quiet machine.\n")
+    rows = [[r["shape"], r["T"], r["cache_len"], r["fused_over_unfused"], r["preallocated_over_concat"],
+             r["attnlib_over_raw_step"], r["overhead_us_per_token"],
+             r["compile"]["ratio"]["compiled"] if r.get("compile") else "not run"] for r in fp["runs"]]
+    return _md_table(["shape", "T", "cache tokens", "fused q/k/v / three linears", "preallocated / concatenated step",
+                      "attnlib step / raw SDPA loop", "Python overhead us/token", "compiled / eager"], rows)
+
+
+def render_gpu(doc: dict) -> str:
+    """The GPU run written by ``benchmarks/gpu_run.sh`` (its own JSON), or a note that none ran yet."""
+    if not GPU_JSON.exists():
+        return "*No GPU run stored yet*: `bash benchmarks/gpu_run.sh` on a CUDA machine writes it.\n"
+    return render_gpu_doc(json.loads(GPU_JSON.read_text()))
+
+
+def render_gpu_doc(gpu: dict) -> str:
+    """Kernel, training TFLOP/s and MFU, decode tokens/s and the targets of one (GPU) run."""
+    rows = [[t["name"], t["value"], f"{t['op']} {t['limit']}", t["met"]] for t in gpu.get("targets", [])]
+    out = f"Device: {gpu['env'].get('device_name', gpu['env'].get('device'))}, {gpu['settings']['dtype']}.\n\n"
+    att = gpu["benchmarks"].get("attention", {}).get("sizes", [])
+    if att:
+        out += _md_table(["T", "SDPA kernel"], [[r["T"], ", ".join(f"`{k}`" for k in
+                                                               r["memory"]["attnlib_sdpa"]["sdpa_kernels"])] for r in att]) + "\n"
+    ts = gpu["benchmarks"].get("models", {}).get("train_step")
+    if ts:
+        out += _md_table(["train step", "s", "TFLOP/s", "MFU"],
+                         [[k, ts[k]["step_s"], ts[k]["tflops"], ts[k]["mfu"]] for k in ("eager", "compiled")
+                          if k in ts]) + "\n"
+    gen = gpu["benchmarks"].get("generation", {}).get("runs", [])
+    if gen:
+        out += _md_table(["shape", "decode tok/s", "attnlib / HF tok/s"],
+                         [[r["shape"], r["decode_tok_s"], r["attnlib_over_hf_tok_s"]] for r in gen]) + "\n"
+    return out + _md_table(["target", "measured", "goal", "met"], rows)
+
+
 RENDER = {"env": render_env, "targets": render_targets, "attention": render_attention, "models": render_models,
           "profile": render_profile, "generation": render_generation,
-          "gen_profile": render_gen_profile}
+          "gen_profile": render_gen_profile, "fastpaths": render_fastpaths, "gpu": render_gpu}
 
 
 def render_page(page: str, doc: dict) -> str:

@@ -87,15 +87,30 @@ def check_document(doc: dict, benchmarks: set[str]) -> None:
             assert run["last_over_first_window"] == run["paired_steps"]["ratio"]["step_last"]
             assert 0 < run["fraction_of_bandwidth"]
             assert run["tokens_per_s"]["attnlib_cache"] == pytest.approx(run["new"] / run["timing"]["median_s"]["attnlib_cache"])
+    if "fastpaths" in benchmarks:
+        for run in doc["benchmarks"]["fastpaths"]["runs"]:
+            check_comparison(run["fused_qkv"], {"fused", "three_linears"})
+            check_comparison(run["preallocated_cache"], {"preallocated", "concatenate"})
+            check_comparison(run["overhead"], {"attnlib", "raw_sdpa_loop"})
+            assert run["fused_over_unfused"] == run["fused_qkv"]["ratio"]["fused"]
+            assert run["preallocated_over_concat"] == run["preallocated_cache"]["ratio"]["preallocated"]
+            assert run["attnlib_over_raw_step"] == run["overhead"]["ratio"]["attnlib"]
 
 
 def test_cli_smoke_writes_schema_and_plots(tmp_path: Path) -> None:
     out = tmp_path / "smoke.json"
     assert main(["--smoke", "--out", str(out), "--plots", str(tmp_path)]) == 0
     doc = json.loads(out.read_text())
-    check_document(doc, {"attention", "models", "generation"})
+    check_document(doc, {"attention", "models", "generation", "fastpaths"})
     for name in ("attention", "models", "generation"):
         assert (tmp_path / f"smoke_cpu_{name}.png").stat().st_size > 10_000
+    # what the GPU session (benchmarks.gpu) adds and renders, exercised here on the CPU
+    from benchmarks.models import train_step
+    from benchmarks.report import render_gpu_doc
+    doc["benchmarks"]["models"]["train_step"] = train_step(settings_for("smoke", "cpu", 1), compile_too=False)
+    assert doc["benchmarks"]["models"]["train_step"]["eager"]["tflops"] > 0
+    block = render_gpu_doc(doc)
+    assert "flash_attention" in block and "| eager |" in block and all(t["name"] in block for t in doc["targets"])
 
 
 def test_compare_ratio_is_the_median_of_paired_round_ratios(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -194,7 +209,8 @@ def test_report_fills_generated_blocks_and_refuses_unknown_ones() -> None:
 def test_stored_quick_results_and_book_page_agree() -> None:
     doc = json.loads(STORED.read_text())
     assert doc["settings"]["mode"] == "quick" and doc["env"]["device"] == "cpu"
-    check_document(doc, {"attention", "models", "generation"})
+    # runs stored before the fast paths existed have no "fastpaths" entry; newer ones must check out
+    check_document(doc, {"attention", "models", "generation"} | ({"fastpaths"} & set(doc["benchmarks"])))
     page = PAGE.read_text()
     for name in ("attention", "models", "generation"):
         png = f"quick_cpu_{name}.png"
@@ -214,7 +230,7 @@ def test_cli_smoke_on_cuda(tmp_path: Path) -> None:
     assert main(["--smoke", "--device", "cuda", "--out", str(out)]) == 0
     doc = json.loads(out.read_text())
     assert doc["settings"]["dtype"] == "bfloat16"
-    check_document(doc, {"attention", "models", "generation"})
+    check_document(doc, {"attention", "models", "generation", "fastpaths"})
     for row in doc["benchmarks"]["attention"]["sizes"]:
         kernels = " ".join(row["memory"]["attnlib_sdpa"]["sdpa_kernels"])
         assert any(k in kernels for k in ("flash", "efficient", "cudnn")) and "math" not in kernels, kernels

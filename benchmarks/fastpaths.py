@@ -1,0 +1,160 @@
+"""Fast paths: each of attnlib's speed-ups against the plain code it replaces, side by side.
+
+All ratios come from one ``compare()`` call per pair (interleaved rounds, same load):
+
+* fused q/k/v: a no-grad forward (prefill) with one stacked q/k/v matmul per layer against the
+  three ``nn.Linear`` (``MultiHeadAttention.fuse_qkv = False``);
+* preallocated cache: one decode step with the cache holding ``length`` tokens, writing in place
+  into reserved buffers, against concatenating the whole cache (``KVCache.preallocate = False``);
+* Python overhead per token: one cached ``gpt(tok, cache=cache)`` step against a raw loop with the
+  same weights (``F.layer_norm``, ``F.linear``, ``F.scaled_dot_product_attention``, in-place cache
+  writes, no checks), so ``attnlib - raw`` is what the library's Python costs per token;
+* ``torch.compile`` (``--compile`` only; compiling takes minutes on a busy CPU): the compiled
+  forward against the eager one.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+import torch
+import torch.nn.functional as F
+
+import attnlib
+
+from .harness import Settings, Target, compare, fmt_table
+from .models import build_pair
+
+RUNS = {"smoke": [("smoke", 8, 8)], "quick": [("tiny", 256, 512)], "full": [("tiny", 128, 128), ("gpt2-small", 128, 128)]}
+
+
+@contextmanager
+def switched(cls: type, name: str, value: bool) -> Iterator[None]:
+    """Set a class-wide switch (``fuse_qkv``, ``preallocate``) for the duration."""
+    old = getattr(cls, name)
+    setattr(cls, name, value)
+    try:
+        yield
+    finally:
+        setattr(cls, name, old)
+
+
+def with_switch(fn: Callable[[], object], cls: type, name: str, value: bool) -> Callable[[], object]:
+    def call() -> object:
+        with switched(cls, name, value):
+            return fn()
+    return call
+
+
+def step_fn(gpt: torch.nn.Module, length: int, vocab_size: int, device: str, seed: int) -> Callable[[], torch.Tensor]:
+    """One cached decode step at ``length`` held tokens; the cache is cut back after each call."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocab_size, (1, length + 1), generator=g).to(device)
+    cache = attnlib.KVCache()
+    cache.reserve(1)
+    gpt(ids[:, :length], cache=cache)
+    tok = ids[:, length:]  # (1, 1)
+
+    def step() -> torch.Tensor:
+        out = gpt(tok, cache=cache).logits[:, -1]
+        cache.keys = [k[:, :, :length] for k in cache.keys]  # views: the next step writes in place again
+        cache.values = [v[:, :, :length] for v in cache.values]
+        return out
+
+    return step
+
+
+def raw_step_fn(gpt: attnlib.GPT, length: int, vocab_size: int, device: str, seed: int) -> Callable[[], torch.Tensor]:
+    """The same decode step as :func:`step_fn`, written as a bare loop of torch functions.
+
+    Pre-norm LayerNorm GPT with learned positions and GELU (the benchmark models); the caches are
+    preallocated tensors written in place. Checked equal to ``gpt`` before it is timed."""
+    cfg = gpt.cfg
+    H, G, D = cfg.n_heads, cfg.n_kv_heads or cfg.n_heads, cfg.d_model // cfg.n_heads
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocab_size, (1, length + 1), generator=g).to(device)
+    cache = attnlib.KVCache()
+    gpt(ids[:, :length], cache=cache)
+    ks = [torch.cat([k, k[:, :, :1]], dim=2) for k in cache.keys]  # (1, G, length + 1, D)
+    vs = [torch.cat([v, v[:, :, :1]], dim=2) for v in cache.values]
+    layers = [(l.norm1, torch.cat([l.self_attn.q_proj.weight, l.self_attn.k_proj.weight, l.self_attn.v_proj.weight]),
+               torch.cat([l.self_attn.q_proj.bias, l.self_attn.k_proj.bias, l.self_attn.v_proj.bias]),
+               l.self_attn.out_proj, l.norm3, l.ffn.fc1, l.ffn.fc2) for l in gpt.layers]
+    tok_w, pos_w = gpt.embed.tok_emb.weight, gpt.embed.pos_emb.weight
+    nf, head_w = gpt.norm_f, gpt.lm_head.weight
+    tok, eps, C = ids[:, length:], cfg.layer_norm_eps, cfg.d_model
+    approximate = "tanh" if cfg.activation == "gelu_tanh" else "none"
+
+    def step() -> torch.Tensor:
+        x = tok_w[tok] + pos_w[length]  # (1, 1, C)
+        for i, (n1, w, b, o, n3, f1, f2) in enumerate(layers):
+            h = F.layer_norm(x, (C,), n1.weight, n1.bias, eps)
+            q, k, v = F.linear(h, w, b).split([C, G * D, G * D], dim=-1)
+            ks[i][:, :, length] = k.view(1, G, D)
+            vs[i][:, :, length] = v.view(1, G, D)
+            a = F.scaled_dot_product_attention(q.view(1, 1, H, D).transpose(1, 2), ks[i], vs[i],
+                                               enable_gqa=G != H)  # (1, H, 1, D)
+            x = x + F.linear(a.transpose(1, 2).reshape(1, 1, C), o.weight, o.bias)
+            h = F.layer_norm(x, (C,), n3.weight, n3.bias, eps)
+            x = x + F.linear(F.gelu(F.linear(h, f1.weight, f1.bias), approximate=approximate), f2.weight, f2.bias)
+        return F.linear(F.layer_norm(x, (C,), nf.weight, nf.bias, eps), head_w)[:, -1]
+
+    return step
+
+
+def run(settings: Settings, *, calibration: dict | None = None, log=print, compile_variant: bool = False) -> dict:
+    """Time each fast path against its plain version; return JSON-ready results and targets."""
+    rows = []
+    for shape, T, length in RUNS[settings.mode]:
+        gpt, _, cfg = build_pair(shape, settings)
+        g = torch.Generator().manual_seed(settings.seed)
+        ids = torch.randint(0, cfg.vocab_size, (1, T), generator=g).to(settings.device)
+        with torch.inference_mode():
+            fwd = lambda: gpt(ids).logits  # noqa: E731
+            tol = dict(atol=1e-4, rtol=1e-4) if settings.dtype == "float32" else dict(atol=0.1, rtol=0.05)
+            torch.testing.assert_close(fwd(), with_switch(fwd, attnlib.MultiHeadAttention, "fuse_qkv", False)(), **tol)
+            fused = compare({"fused": fwd, "three_linears": with_switch(fwd, attnlib.MultiHeadAttention,
+                                                                         "fuse_qkv", False)},
+                            settings, baseline="three_linears")
+            step = step_fn(gpt, length, cfg.vocab_size, settings.device, settings.seed)
+            cat_step = with_switch(step_fn(gpt, length, cfg.vocab_size, settings.device, settings.seed),
+                                   attnlib.KVCache, "preallocate", False)
+            prealloc = compare({"preallocated": step, "concatenate": cat_step}, settings, baseline="concatenate")
+            raw = raw_step_fn(gpt, length, cfg.vocab_size, settings.device, settings.seed)
+            torch.testing.assert_close(raw(), step(), **tol)
+            overhead = compare({"attnlib": step, "raw_sdpa_loop": raw}, settings, baseline="raw_sdpa_loop")
+        row = {
+            "shape": shape, "T": T, "cache_len": length,
+            "fused_qkv": fused, "fused_over_unfused": fused["ratio"]["fused"],
+            "preallocated_cache": prealloc, "preallocated_over_concat": prealloc["ratio"]["preallocated"],
+            "overhead": overhead, "attnlib_over_raw_step": overhead["ratio"]["attnlib"],
+            "overhead_us_per_token": 1e6 * (overhead["median_s"]["attnlib"] - overhead["median_s"]["raw_sdpa_loop"]),
+            "compile": None,
+        }
+        if compile_variant:
+            compiled = torch.compile(gpt)
+            with torch.inference_mode():
+                torch.testing.assert_close(compiled(ids).logits, fwd(), **tol)
+                row["compile"] = compare({"compiled": lambda: compiled(ids).logits, "eager": fwd}, settings,
+                                         baseline="eager")
+        rows.append(row)
+        log(f"  fast paths {shape}: fused/3 linears {row['fused_over_unfused']:.3f}x (T={T}), preallocated/concat "
+            f"step {row['preallocated_over_concat']:.3f}x (cache {length}), attnlib/raw step "
+            f"{row['attnlib_over_raw_step']:.2f}x = {row['overhead_us_per_token']:.0f} us/token of Python")
+        del gpt
+    targets = []
+    for r in rows:
+        targets.append(Target(f"fast paths {r['shape']}: fused q/k/v / three linears (forward T={r['T']})",
+                              r["fused_over_unfused"], "<=", 1.0, "one matmul instead of three"))
+        targets.append(Target(f"fast paths {r['shape']}: preallocated / concatenated cache (decode step)",
+                              r["preallocated_over_concat"], "<=", 1.0, "no copy of the held cache per step"))
+    return {"runs": rows, "targets": [t.to_dict() for t in targets]}
+
+
+def table(result: dict) -> str:
+    """Ratios as plain text."""
+    rows = [[r["shape"], r["T"], r["cache_len"], r["fused_over_unfused"], r["preallocated_over_concat"],
+             r["attnlib_over_raw_step"], r["overhead_us_per_token"],
+             r["compile"]["ratio"]["compiled"] if r.get("compile") else "not run"] for r in result["runs"]]
+    return fmt_table(["shape", "T", "cache", "fused/3 linears", "prealloc/concat", "attnlib/raw step",
+                      "overhead us/token", "compiled/eager"], rows)
