@@ -831,19 +831,19 @@ def teacher_forcing_cross() -> Svg:
              for t in range(11)]
     s.cells(gx, gy, fills, cell=gc, stroke="#ffffff")
     for t in range(11):
-        s.text(gx - 6, gy + t * gc + 11, reads[t] if t else "bos", size=9, anchor="end",
+        s.text(gx - 5, gy + t * gc + 12, reads[t] if t else "bos", size=11, anchor="end",
                color=MUTED)
     for j in range(11):
-        s.text(gx + j * gc + gc / 2, gy + 11 * gc + 13, "␣" if src[j] == " " else src[j],
-               size=10, color=MUTED)
-    s.arrow((240, 413), (gx - 32, 436), color=COLORS["Q"][0], width=2)
-    s.arrow((240, 489), (gx - 32, 500), color=COLORS["K"][0], width=2)
+        s.text(gx + j * gc + gc / 2, gy + 11 * gc + 14, "␣" if src[j] == " " else src[j],
+               size=11, color=MUTED)
+    s.arrow((240, 413), (gx - 34, 436), color=COLORS["Q"][0], width=2)
+    s.arrow((240, 489), (gx - 34, 500), color=COLORS["K"][0], width=2)
     s.text(gx + 5.5 * gc, gy + 11 * gc + 32, "rows: target T = 11; columns: source S = 11",
            size=12, color=MUTED)
     notes = ["no causal mask: every row", "may read the whole source", "",
              "dark: where the trained", "model looks (year, month,", "day; the chapter checks it)"]
     for i, n in enumerate(notes):
-        s.text(540, 430 + i * 20, n, size=13, anchor="start", color=MUTED)
+        s.text(528, 430 + i * 20, n, size=13, anchor="start", color=MUTED)
     s.text(360, 632, "output A V: (B, H, T, D) → concatenated heads (B, T, C), one row per "
            "target position", size=14)
     s.text(360, 656, "queries: one per target row; keys and values: one per source character",
