@@ -1148,10 +1148,76 @@ def mask_polarity() -> Svg:
     return s
 
 
+def tiled_softmax() -> Svg:
+    tiles = [[0.5, 1.2, -0.3, 0.8], [2.0, 0.1, 1.1, -0.6], [0.9, 1.7, 0.2, 0.4]]
+    s = Svg("tiled_softmax", 700, 470,
+            "The online softmax over key tiles: a running maximum and a running sum",
+            "One query's 12 scores are visited in three tiles of 4 keys, each tile with its own "
+            "keys K_j and values V_j. After each tile the query keeps three things: the largest "
+            "score so far m, the sum of exponentials so far l (relative to m) and the "
+            "unnormalised output o. Tile 1 gives m = 1.2; tile 2 holds a larger score, 2.0, so "
+            "the old l and o are rescaled by e^(m - m') before the tile's own terms are added; "
+            "tile 3 changes nothing in m. After the last tile l is exactly the softmax "
+            "denominator and the output is o / l, the same as softmax over the whole row. Only "
+            "one tile of scores is held at a time: T x tile numbers instead of T x T.")
+    cell, xs = 34, [58, 282, 506]
+    m, l = -math.inf, 0.0
+    states = []
+    for t in tiles:
+        m_new = max(m, max(t))
+        l = (math.exp(m - m_new) * l if l else 0.0) + sum(math.exp(v - m_new) for v in t)
+        states.append((m_new, l, m_new > m and m != -math.inf))
+        m = m_new
+    full = sum(math.exp(v - m) for t in tiles for v in t)
+    assert abs(full - l) < 1e-12
+    s.text(350, 34, "one query row: T = 12 scores, visited in tiles of 4 keys", size=16,
+           weight="bold")
+    for j, (x0, t, (mj, lj, rescaled)) in enumerate(zip(xs, tiles, states)):
+        cx = x0 + 2 * cell
+        s.text(cx, 66, f"tile {j + 1}: reads K_{j + 1}, V_{j + 1}", size=14)
+        s.rect(x0, 76, 4 * cell, 8, COLORS["K"][1], COLORS["K"][0], rx=2, width=1)
+        s.rect(x0, 86, 4 * cell, 8, COLORS["V"][1], COLORS["V"][0], rx=2, width=1)
+        if j == 0:
+            s.text(x0 - 5, 84, "K", size=10, anchor="end", color=COLORS["K"][0])
+            s.text(x0 - 5, 94, "V", size=10, anchor="end", color=COLORS["V"][0])
+        for i, v in enumerate(t):
+            big = v == max(t)
+            s.rect(x0 + i * cell, 100, cell, 32, shade(COLORS["A"][0], 0.2 + 0.25 * (v + 0.6)),
+                   "#ffffff", rx=0, width=1.5)
+            s.text(x0 + i * cell + cell / 2, 121, f"{v:.1f}", size=13,
+                   weight="bold" if big else "normal")
+        s.text(cx, 150, "scores S_j = q K_j^T/√d", size=12, color=MUTED)
+        s.arrow((cx, 158), (cx, 180))
+        s.rect(x0 - 6, 182, 4 * cell + 12, 94, "#f6f8fa", MUTED, rx=8, width=1.5)
+        s.text(cx, 206, f"m = {mj:.1f}", size=15, weight="bold" if rescaled else "normal")
+        s.text(cx, 230, f"ℓ = {lj:.2f}", size=15)
+        s.text(cx, 254, "o = Σ e^{S−m} v", size=14, color=COLORS["V"][0])
+        s.text(cx, 270, "(so far)", size=11, color=MUTED)
+        if j:
+            px = xs[j - 1] + 4 * cell + 8
+            s.arrow((px, 229), (x0 - 8, 229), color=INK, width=1.6)
+            lines = ("rescale", "× e^{m − m'}") if rescaled else ("m", "unchanged")
+            for k, line in enumerate(lines):
+                s.text((px + x0 - 8) / 2, 252 + 16 * k, line, size=12,
+                       color=COLORS["A"][0] if rescaled else MUTED)
+    s.text(xs[2] + 2 * cell, 298, "output = o / ℓ", size=14, weight="bold")
+    s.raw(f'<line x1="20" y1="316" x2="680" y2="316" stroke="{CARD_EDGE}" stroke-width="1.5"/>')
+    for x, formula in ((110, "m' = max(m, max S_j)"), (340, "ℓ' = e^{m − m'} ℓ + Σ e^{S − m'}"),
+                       (572, "o' = e^{m − m'} o + Σ e^{S − m'} v")):
+        s.text(x, 346, formula, size=14)
+    s.text(350, 378, f"after the last tile ℓ = {l:.2f} = Σ over all 12 keys of e^{{S − max}}: "
+           "exactly the softmax denominator", size=13, color=MUTED)
+    s.text(350, 410, "held at once: T × tile scores, not T × T; the arithmetic is the same "
+           "(4T²d FLOPs)", size=14)
+    s.text(350, 436, "FlashAttention also tiles the queries and keeps each block in on-chip "
+           "memory", size=13, color=MUTED)
+    return s
+
+
 DIAGRAMS = [tokenize_pipeline, embedding_position, attention_shapes, weighted_average,
             causal_mask_added, padding_mask, heads_split_merge, sentence_embedding,
             pre_post_norm, encoder_decoder, shifted_targets, kv_cache, teacher_forcing_cross,
-            rope_rotation, gqa_heads, smollm2_block, mask_polarity]
+            rope_rotation, gqa_heads, tiled_softmax, smollm2_block, mask_polarity]
 
 
 def build() -> dict[str, str]:
