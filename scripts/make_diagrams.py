@@ -764,9 +764,460 @@ def sentence_embedding() -> Svg:
     return s
 
 
+# ------------------------------------------------------------------ chapters 9 and 11 to 14
+def teacher_forcing_cross() -> Svg:
+    src = list("30 Nov 2026")
+    reads = ["<bos>"] + list("2026-11-30")
+    writes = list("2026-11-30") + ["<eos>"]
+    s = Svg("teacher_forcing_cross", 720, 676,
+            "Teacher forcing and cross-attention for '30 Nov 2026' to '2026-11-30'",
+            "The source '30 Nov 2026', S = 11 characters, goes through the encoder (bidirectional "
+            "self-attention, no mask); its output, the memory, has shape (B, S, C). The decoder "
+            "reads the target shifted right behind the start token bos: bos 2 0 2 6 - 1 1 - 3 0, "
+            "and row t is scored against target token t: 2 0 2 6 - 1 1 - 3 0 eos (the end "
+            "token), so row t reads token t - 1 "
+            "and writes token t, and all T = 11 rows train in one pass. In every decoder layer, "
+            "cross-attention takes its queries from the decoder, (B, T, C), and its keys and "
+            "values from the encoder's memory, (B, S, C); its weights have shape (B, H, T, S), "
+            "one row per target position and one column per source character, with no causal "
+            "mask.")
+    cell, x0 = 40, 240
+    xs = [x0 + i * cell for i in range(11)]
+
+    def row(y, toks, role, special=()):
+        stroke, fill = COLORS[role]
+        for x, t in zip(xs, toks):
+            s.rect(x, y, cell - 2, 30, fill if t not in special else "#ffffff", stroke, rx=3,
+                   width=1.2)
+            s.text(x + cell / 2 - 1, y + 20, "␣" if t == " " else t,
+                   size=12 if len(t) > 1 else 16)
+
+    s.text(20, 46, "source “30 Nov 2026”", size=15, anchor="start", weight="bold")
+    s.text(20, 66, "S = 11 characters", size=13, anchor="start", color=MUTED)
+    row(38, src, "X")
+    s.arrow((460, 70), (460, 92))
+    s.box(460, 94, 440, 56, "A", "encoder: self-attention with no mask, FFN",
+          "memory (B, S, C) = (1, 11, 32)", size=15)
+    s.text(20, 186, "decoder row t", size=13, anchor="start", color=MUTED)
+    for t, x in enumerate(xs):
+        s.text(x + cell / 2 - 1, 186, str(t), size=12, color=MUTED)
+    s.text(20, 214, "reads (input):", size=15, anchor="start", weight="bold")
+    s.text(20, 232, "target shifted right", size=13, anchor="start", color=MUTED)
+    row(196, reads, "X", special=("<bos>",))
+    for t in range(10):          # target t is the input of row t + 1
+        s.arrow((xs[t] + cell / 2 - 1, 256), (xs[t + 1] + cell / 2 - 1, 230),
+                color="#8c959f", width=1.1, head=False)
+    s.text(20, 274, "writes (target):", size=15, anchor="start", weight="bold")
+    s.text(20, 292, "scored, cross-entropy", size=13, anchor="start", color=MUTED)
+    row(256, writes, "P", special=("<eos>",))
+    s.text(360, 318, "row t reads token t − 1 and writes token t: all T = 11 rows train in "
+           "one pass", size=14, color=MUTED)
+    # cross-attention
+    s.raw(f'<line x1="20" y1="336" x2="700" y2="336" stroke="{CARD_EDGE}" stroke-width="1.5"/>')
+    s.text(20, 364, "cross-attention, in every decoder layer", size=15, anchor="start",
+           weight="bold")
+    for k, (role, lab, shape) in enumerate((
+            ("Q", "Q from the decoder", "(B, T, C) → (B, H, T, D)"),
+            ("K", "K from the memory", "(B, S, C) → (B, H, S, D)"),
+            ("V", "V from the memory", "(B, S, C) → (B, H, S, D)"))):
+        s.box(130, 384 + k * 76, 220, 58, role, lab, shape, size=15)
+    gx, gy, gc = 350, 410, 15
+    s.text(gx + 5.5 * gc, 380, "weights (B, H, T, S)", size=14)
+    s.text(gx + 5.5 * gc, 398, "= (1, 4, 11, 11)", size=13, color=MUTED)
+    # where the trained model puts its weight (the chapter checks these blocks)
+    hot = {(t, 7 + t) for t in range(4)} | {(5, j) for j in (3, 4, 5)} | \
+          {(6, j) for j in (3, 4, 5)} | {(8, 0), (9, 1)}
+    fills = [[shade(COLORS["A"][0], 0.85 if (t, j) in hot else 0.18) for j in range(11)]
+             for t in range(11)]
+    s.cells(gx, gy, fills, cell=gc, stroke="#ffffff")
+    for t in range(11):
+        s.text(gx - 5, gy + t * gc + 12, reads[t] if t else "bos", size=11, anchor="end",
+               color=MUTED)
+    for j in range(11):
+        s.text(gx + j * gc + gc / 2, gy + 11 * gc + 14, "␣" if src[j] == " " else src[j],
+               size=11, color=MUTED)
+    s.arrow((240, 413), (gx - 34, 436), color=COLORS["Q"][0], width=2)
+    s.arrow((240, 489), (gx - 34, 500), color=COLORS["K"][0], width=2)
+    s.text(gx + 5.5 * gc, gy + 11 * gc + 32, "rows: target T = 11; columns: source S = 11",
+           size=12, color=MUTED)
+    notes = ["no causal mask: every row", "may read the whole source", "",
+             "dark: where the trained", "model looks (year, month,", "day; the chapter checks it)"]
+    for i, n in enumerate(notes):
+        s.text(528, 430 + i * 20, n, size=13, anchor="start", color=MUTED)
+    s.text(360, 632, "output A V: (B, H, T, D) → concatenated heads (B, T, C), one row per "
+           "target position", size=14)
+    s.text(360, 656, "queries: one per target row; keys and values: one per source character",
+           size=14, color=MUTED)
+    return s
+
+
+def _arc(s: Svg, cx, cy, r, a0, a1, color, width=1.6, head=True):
+    """An arc of radius r from angle a0 to a1 (radians, counter-clockwise on screen)."""
+    x0, y0 = cx + r * math.cos(a0), cy - r * math.sin(a0)
+    x1, y1 = cx + r * math.cos(a1), cy - r * math.sin(a1)
+    large = 1 if (a1 - a0) % (2 * math.pi) > math.pi else 0
+    mk = ' marker-end="url(#arrow)"' if head else ""
+    s.raw(f'<path d="M{x0:.1f},{y0:.1f} A{r},{r} 0 {large} 0 {x1:.1f},{y1:.1f}" fill="none"'
+          f' stroke="{color}" stroke-width="{width}"{mk}/>')
+
+
+def rope_rotation() -> Svg:
+    q, k, theta = (1.0, 2.0), (-0.5, 1.5), 0.3      # chapter 11's pair and speed
+    s = Svg("rope_rotation", 700, 664,
+            "RoPE: one pair rotated by m theta and n theta; d coordinates in d/2 pairs",
+            "Top: one pair of a query, q = (1, 2), and the same pair of a key, k = (-0.5, 1.5), "
+            "with theta = 0.3. Left, the query sits at position m = 3 and is rotated by 3 theta, "
+            "the key at n = 1 and is rotated by 1 theta. Right, both move 7 positions on, to 10 "
+            "and 8: both turn further, but the angle between them is the same, so the score "
+            "R(m theta) q . R(n theta) k is the same, 3.47: it depends only on (m - n) theta. "
+            "Bottom: a head of d = 8 coordinates forms d/2 = 4 pairs (x_i, x_{i+d/2}), the "
+            "rotate-half pairing; pair i turns by theta_i = base^(-2i/d) per position, which for "
+            "base 10000 and d = 8 is 1, 0.1, 0.01 and 0.001 radians, periods of about 6, 63, 628 "
+            "and 6283 tokens. Only queries and keys are rotated, never values.")
+    unit = 46
+
+    def plane(cx, cy, m, n):
+        s.raw(f'<line x1="{cx - 120}" y1="{cy}" x2="{cx + 120}" y2="{cy}" stroke="{CARD_EDGE}"'
+              f' stroke-width="1.2"/>')
+        s.raw(f'<line x1="{cx}" y1="{cy - 120}" x2="{cx}" y2="{cy + 120}" stroke="{CARD_EDGE}"'
+              f' stroke-width="1.2"/>')
+        s.text(cx, 44, f"query at m = {m}, key at n = {n}", size=15, weight="bold")
+        out = {}
+        for vec, pos, role, r_arc in ((q, m, "Q", 30), (k, n, "K", 44)):
+            a0 = math.atan2(vec[1], vec[0])
+            a1 = a0 + pos * theta
+            length = math.hypot(*vec) * unit
+            color = COLORS[role][0]
+            s.arrow((cx, cy), (cx + length * math.cos(a0), cy - length * math.sin(a0)),
+                    color=shade(color, 0.45), width=1.4, dash="4 3")
+            _arc(s, cx, cy, r_arc, a0, a1, color, width=1.4)
+            tip = (cx + length * math.cos(a1), cy - length * math.sin(a1))
+            s.arrow((cx, cy), tip, color=color, width=2.6)
+            out[role] = (a1, tip)
+        aq, tq = out["Q"]
+        ak, tk = out["K"]
+        a0, a1, r = min(aq, ak), max(aq, ak), 64          # the angle between them, a wedge
+        s.raw(f'<path d="M{cx},{cy} L{cx + r * math.cos(a0):.1f},{cy - r * math.sin(a0):.1f}'
+              f' A{r},{r} 0 0 0 {cx + r * math.cos(a1):.1f},{cy - r * math.sin(a1):.1f} Z"'
+              f' fill="{COLORS["A"][0]}" fill-opacity="0.55" stroke="none"/>')
+        dx, dy = math.cos(aq) * 22, -math.sin(aq) * 22
+        s.text(tq[0] + dx, tq[1] + dy + 5, f"R({m}θ) q", size=14, color=COLORS["Q"][0],
+               weight="bold", halo=True)
+        dx, dy = math.cos(ak) * 22, -math.sin(ak) * 22
+        s.text(tk[0] + dx - 18, tk[1] + dy + 5, f"R({n}θ) k", size=14, color=COLORS["K"][0],
+               weight="bold", halo=True)
+        rq = (math.hypot(*q) * math.cos(aq), math.hypot(*q) * math.sin(aq))
+        rk = (math.hypot(*k) * math.cos(ak), math.hypot(*k) * math.sin(ak))
+        score = rq[0] * rk[0] + rq[1] * rk[1]
+        s.text(cx, cy + 146, f"score = {score:.2f}", size=15)
+        return score
+
+    s1 = plane(180, 190, 3, 1)
+    s2 = plane(520, 190, 10, 8)
+    assert abs(s1 - s2) < 1e-9
+    s.text(350, 372, "(R(mθ) q) · (R(nθ) k) = q · R((n − m)θ) k: only the offset m − n = 2 "
+           "counts", size=15)
+    legend(s, 110, 400, [("#ffffff", MUTED, "dashed: q, k before rotation"),
+                         (shade(COLORS["A"][0], 0.55), COLORS["A"][0], "the angle that sets the score")],
+           size=13)
+    s.raw(f'<line x1="20" y1="420" x2="680" y2="420" stroke="{CARD_EDGE}" stroke-width="1.5"/>')
+    # pairs
+    s.text(20, 448, "one head, d = 8: pair i = (x_i, x_{i+d/2})", size=15, anchor="start",
+           weight="bold")
+    cx0, cw = 380, 36
+    for c in range(8):
+        i = c % 4
+        s.rect(cx0 + c * cw, 480, cw - 2, 30, shade(HEADS[i], 0.45), MUTED, rx=3, width=1)
+        s.text(cx0 + c * cw + cw / 2 - 1, 500, f"x_{c}", size=13)
+    for i in range(4):
+        a, b = cx0 + i * cw + cw / 2 - 1, cx0 + (i + 4) * cw + cw / 2 - 1
+        top = 474 - i * 6
+        s.arrow((a, 478), (a, top), (b, top), (b, 478), color=HEADS[i] if i != 3 else "#b8a800",
+                width=1.6, head=False)
+    s.text(20, 470, "rotate-half: coordinate i turns", size=13, anchor="start", color=MUTED)
+    s.text(20, 488, "with coordinate i + d/2", size=13, anchor="start", color=MUTED)
+    s.text(20, 506, "(attnlib, Llama, GPT-NeoX)", size=13, anchor="start", color=MUTED)
+    heads = [(50, "pair i"), (170, "θ_i = base^{−2i/d}"), (330, "turn per position"),
+             (500, "one full turn every")]
+    for x, h in heads:
+        s.text(x, 542, h, size=13, color=MUTED, anchor="start")
+    for i in range(4):
+        th = 10000 ** (-2 * i / 8)
+        y = 562 + i * 18
+        s.rect(30, y - 11, 12, 12, shade(HEADS[i], 0.45), MUTED, rx=2, width=1)
+        s.text(50, y, str(i), size=13, anchor="start")
+        s.text(170, y, f"10000^{{−{2 * i}/8}} = {th:g}", size=13, anchor="start")
+        s.text(330, y, f"{th:g} rad", size=13, anchor="start")
+        s.text(500, y, f"{2 * math.pi / th:,.0f} tokens", size=13, anchor="start")
+    s.text(350, 648, "base = 10000; values V are never rotated", size=13, color=MUTED)
+    return s
+
+
+def gqa_heads() -> Svg:
+    H = 4
+    s = Svg("gqa_heads", 700, 470,
+            "Multi-head, grouped-query and multi-query attention: query heads share key/value "
+            "heads",
+            "Three layers with H = 4 query heads each. Multi-head attention: G = 4 key/value "
+            "heads, one per query head. Grouped-query attention: G = 2, query heads 0 and 1 read "
+            "key/value head 0, heads 2 and 3 read key/value head 1 (head h reads h // (H/G)). "
+            "Multi-query attention: G = 1, all four query heads read the one key/value head. The "
+            "KV cache stores only the key/value heads: 2 x L x B x T x G x D x bytes per number, "
+            "so it shrinks by H/G: 1, 1/2 and 1/4 of multi-head attention. Example: Llama-3-8B "
+            "at 8,192 tokens in 16-bit, 4 GiB with 32 key/value heads, 1 GiB with its G = 8.")
+    cols = [(120, "multi-head (MHA)", 4), (350, "grouped-query (GQA)", 2),
+            (580, "multi-query (MQA)", 1)]
+    qs, qf = COLORS["Q"]
+    for cx, title, G in cols:
+        s.text(cx, 40, title, size=16, weight="bold")
+        s.text(cx, 60, f"H = {H} query heads, G = {G}", size=13, color=MUTED)
+        qx = [cx - 75 + h * 50 for h in range(H)]
+        for h, x in enumerate(qx):
+            s.rect(x - 18, 80, 36, 32, qf, qs, rx=5, width=1.8)
+            s.text(x, 101, f"q_{h}", size=14)
+        gx = [cx + (g - (G - 1) / 2) * 56 for g in range(G)]
+        for h, x in enumerate(qx):
+            g = h // (H // G)
+            s.arrow((x, 113), (gx[g], 170), color="#8c959f", width=1.3, head=False)
+        for g, x in enumerate(gx):
+            for k, role in enumerate("KV"):
+                st, fl = COLORS[role]
+                s.rect(x - 24 + k * 25, 172, 23, 44, fl, st, rx=4, width=1.8)
+                s.text(x - 12.5 + k * 25, 199, role, size=14)
+            s.text(x, 236, f"head {g}", size=12, color=MUTED)
+        # the cache, as a bar whose length is G
+        s.text(cx, 272, "KV cache", size=14)
+        for g in range(G):
+            s.rect(cx - 100 + g * 50, 282, 24, 22, COLORS["K"][1], COLORS["K"][0], rx=2, width=1)
+            s.rect(cx - 76 + g * 50, 282, 24, 22, COLORS["V"][1], COLORS["V"][0], rx=2, width=1)
+        frac = {4: "1", 2: "1/2", 1: "1/4"}[G]
+        s.text(cx, 328, f"× {frac} of MHA (H/G = {H // G})", size=13, color=MUTED)
+    s.raw(f'<line x1="235" y1="24" x2="235" y2="336" stroke="{CARD_EDGE}" stroke-width="1.5"/>')
+    s.raw(f'<line x1="465" y1="24" x2="465" y2="336" stroke="{CARD_EDGE}" stroke-width="1.5"/>')
+    s.text(350, 372, "cache bytes = 2 · L · B · T · G · D · bytes per number", size=17)
+    s.text(350, 396, "2: keys and values; L layers, B sequences, T tokens, G key/value heads "
+           "of width D", size=13, color=MUTED)
+    s.text(350, 426, "query head h reads key/value head h // (H/G); the model keeps H attention "
+           "patterns", size=13, color=MUTED)
+    s.text(350, 450, "Llama-3-8B, 8,192 tokens, 16-bit: 4 GiB with G = H = 32, 1 GiB with its "
+           "G = 8", size=13, color=MUTED)
+    return s
+
+
+def smollm2_block() -> Svg:
+    s = Svg("smollm2_block", 700, 880,
+            "One SmolLM2-135M decoder block, repeated 30 times",
+            "Token ids (B, T) select rows of the embedding matrix E (49152, 576), giving x of "
+            "shape (B, T, 576). Each of the 30 blocks is pre-norm: RMSNorm, then grouped-query "
+            "attention with 9 query heads and 3 key/value heads of width 64 (q_proj 576 to 576, "
+            "k_proj and v_proj 576 to 192, RoPE applied to Q and K, each key/value head shared by "
+            "3 query heads, o_proj 576 to 576), added to the residual stream; then RMSNorm and a "
+            "SwiGLU feed-forward network (gate_proj and up_proj 576 to 1536, SiLU(gate) times up, "
+            "down_proj 1536 to 576), added to the residual stream. After the last block a final "
+            "RMSNorm and the LM head, which is the embedding matrix E itself (tied), give logits "
+            "(B, T, 49152). No projection has a bias.")
+    cx, stream = 300, "#6e7781"
+    s.text(cx, 34, "token ids (B, T)", size=15)
+    s.arrow((cx, 42), (cx, 62))
+    s.box(cx, 64, 260, 46, "X", "embedding E: (49152, 576)", size=15)
+    s.arrow((cx, 112), (cx, 140))
+    s.text(cx + 10, 132, "x : (B, T, C), C = 576", size=14, anchor="start", color=MUTED)
+    top = 146
+
+    def sublayer(y, draw, height):
+        """Norm, the sublayer (drawn by draw(y0)), and the residual add; returns the next y."""
+        s.arrow((cx, y), (cx, y + 20))
+        s.box(cx, y + 22, 150, 32, "N", "RMSNorm", size=14)
+        s.arrow((cx, y + 56), (cx, y + 72))
+        draw(y + 74)
+        plus = y + 74 + height + 26
+        s.arrow((cx, y + 74 + height), (cx, plus - 16))
+        s.arrow((cx, y + 8), (cx + 270, y + 8), (cx + 270, plus), (cx + 18, plus), color=stream,
+                width=2.4)
+        s.circle(cx, plus, 16, "#ffffff", INK, "+", size=20)
+        return plus + 16
+
+    def attention(y):
+        s.rect(cx - 230, y, 460, 206, COLORS["A"][1], COLORS["A"][0], rx=8, width=2)
+        s.text(cx, y + 22, "grouped-query attention (chapter 12)", size=15, weight="bold")
+        for i, (role, lab, io, heads) in enumerate((
+                ("Q", "q\\_proj", "576 → 576", "9 heads × 64"),
+                ("K", "k\\_proj", "576 → 192", "3 heads × 64"),
+                ("V", "v\\_proj", "576 → 192", "3 heads × 64"))):
+            bx = cx - 150 + i * 150
+            s.rect(bx - 70, y + 34, 140, 66, COLORS[role][1], COLORS[role][0], rx=8, width=2)
+            s.text(bx, y + 54, lab, size=14)
+            s.text(bx, y + 73, io, size=13, color=MUTED)
+            s.text(bx, y + 91, heads, size=13, color=MUTED)
+        for i in range(2):
+            bx = cx - 150 + i * 150
+            s.arrow((bx, y + 102), (bx, y + 114))
+            s.rect(bx - 44, y + 116, 88, 22, COLORS["P"][1], COLORS["P"][0], rx=11, width=1.5)
+            s.text(bx, y + 132, "RoPE", size=13)
+        s.text(cx + 150, y + 132, "no RoPE on V", size=12, color=MUTED)
+        s.text(cx, y + 162, "softmax(Q K^T/√64 + causal mask) V, per head;", size=13)
+        s.text(cx, y + 179, "query heads 3g, 3g+1, 3g+2 read key/value head g", size=13,
+               color=MUTED)
+        s.text(cx, y + 198, "o\\_proj 576 → 576", size=13)
+
+    def ffn(y):
+        s.rect(cx - 230, y, 460, 112, COLORS["F"][1], COLORS["F"][0], rx=8, width=2)
+        s.text(cx, y + 22, "SwiGLU feed-forward (chapter 8)", size=15, weight="bold")
+        for i, lab in enumerate(("gate\\_proj 576 → 1536", "up\\_proj 576 → 1536")):
+            s.rect(cx - 205 + i * 210, y + 34, 200, 28, "#ffffff", COLORS["F"][0], rx=5, width=1.5)
+            s.text(cx - 105 + i * 210, y + 53, lab, size=13)
+        s.text(cx, y + 82, "SiLU(gate) ⊙ up : (B, T, 1536)", size=13)
+        s.text(cx, y + 102, "down\\_proj 1536 → 576", size=13)
+
+    y = sublayer(top + 4, attention, 206)
+    y = sublayer(y, ffn, 112)
+    bottom = y + 10
+    s.rect(60, top, 560, bottom - top, "none", MUTED, rx=12, width=1.5, dash="6 4")
+    s.text(72, top + 24, "× 30 layers", size=16, anchor="start", weight="bold")
+    s.arrow((cx, y), (cx, bottom + 16))
+    s.box(cx, bottom + 18, 150, 32, "N", "final RMSNorm", size=14)
+    s.arrow((cx, bottom + 52), (cx, bottom + 70))
+    s.box(cx, bottom + 72, 260, 46, "X", "LM head = E^T (tied)", size=15)
+    s.arrow((cx, bottom + 120), (cx, bottom + 136))
+    s.text(cx, bottom + 154, "logits (B, T, 49152)", size=15)
+    # the tie: the same matrix at both ends
+    s.arrow((cx - 130, 87), (30, 87), (30, bottom + 95), (cx - 132, bottom + 95),
+            color=COLORS["X"][0], width=1.6, dash="5 4")
+    s.raw(f'<text x="44" y="{(87 + bottom) / 2}" font-size="12" text-anchor="middle"'
+          f' fill="{MUTED}" transform="rotate(-90 44 {(87 + bottom) / 2})">'
+          'the same matrix E (tied weights)</text>')
+    legend(s, 470, bottom + 40, [("#6e7781", "#6e7781", "residual stream")], size=12)
+    s.text(470, bottom + 70, "no biases; RMSNorm:", size=12, anchor="start", color=MUTED)
+    s.text(470, bottom + 86, "a scale, no centring", size=12, anchor="start", color=MUTED)
+    return s
+
+
+def mask_polarity() -> Svg:
+    toks = list("abcde")
+    T, cell = 5, 30
+    s = Svg("mask_polarity", 730, 420,
+            "One bool mask, two meanings: SDPA's True = may attend, nn.MultiheadAttention's "
+            "True = blocked",
+            "Middle: the tensor causal_mask(5) for tokens a to e, True on and below the diagonal. "
+            "Left, read by F.scaled_dot_product_attention or attnlib, where True means may attend: "
+            "each query sees itself and the tokens before it. Right, the same tensor passed as "
+            "attn_mask to nn.MultiheadAttention, where True means blocked: each query sees only "
+            "the tokens after it, and the last query, e, has no key left, so its output is NaN. "
+            "attnlib.to_nn_mha(mask), which is the negation ~mask, converts one convention to the "
+            "other.")
+    blocked = COLORS["M"][1]
+    panels = [(40, "read by SDPA and attnlib", "True = may attend", "sdpa"),
+              (290, "causal\\_mask(5)", "one torch.bool tensor", "tensor"),
+              (525, "read by nn.MultiheadAttention", "attn\\_mask: True = blocked", "mha")]
+    top = 100
+    for x0, title, sub, kind in panels:
+        cx = x0 + T * cell / 2
+        s.text(cx, 36, title, size=14, weight="bold")
+        s.text(cx, 56, sub, size=13, color=MUTED)
+        for j, w in enumerate(toks):
+            s.text(x0 + j * cell + cell / 2, top - 8, w, size=12, color=MUTED)
+            s.text(x0 - 8, top + j * cell + 20, w, size=12, anchor="end", color=MUTED)
+        for i in range(T):
+            for j in range(T):
+                true = j <= i
+                if kind == "tensor":
+                    fill, label = "#ffffff", "T" if true else "F"
+                else:
+                    may = true if kind == "sdpa" else not true
+                    fill, label = ("#ffffff" if may else blocked), ""
+                s.rect(x0 + j * cell, top + i * cell, cell, cell, fill, MUTED, rx=0, width=1)
+                if label:
+                    s.text(x0 + j * cell + cell / 2, top + i * cell + 20, label, size=14,
+                           weight="bold" if true else "normal",
+                           color=INK if true else MUTED)
+    s.arrow((268, top + 75), (204, top + 75))
+    s.arrow((450, top + 75), (502, top + 75))
+    s.text(40 + 2.5 * cell, top + 5 * cell + 24, "each query: itself and earlier", size=12,
+           color=MUTED)
+    s.text(525 + 2.5 * cell, top + 5 * cell + 24, "each query: only later keys", size=12,
+           color=MUTED)
+    s.text(525 + 5 * cell + 6, top + 4 * cell + 20, "NaN", size=14, anchor="start",
+           color=COLORS["K"][0], weight="bold")
+    s.text(365, top + 5 * cell + 24, "rows: queries; columns: keys", size=12, color=MUTED)
+    s.text(365, 318, "the same tensor, opposite masks: row e is all blocked, so softmax gives NaN",
+           size=14)
+    s.text(365, 346, "convert with attnlib.to\\_nn\\_mha(mask), that is ~mask, before "
+           "nn.MultiheadAttention", size=14, color=MUTED)
+    legend(s, 200, 390, [("#ffffff", MUTED, "may attend"),
+                         (blocked, MUTED, "blocked (weight 0)")], size=13)
+    return s
+
+
+def tiled_softmax() -> Svg:
+    tiles = [[0.5, 1.2, -0.3, 0.8], [2.0, 0.1, 1.1, -0.6], [0.9, 1.7, 0.2, 0.4]]
+    s = Svg("tiled_softmax", 700, 470,
+            "The online softmax over key tiles: a running maximum and a running sum",
+            "One query's 12 scores are visited in three tiles of 4 keys, each tile with its own "
+            "keys K_j and values V_j. After each tile the query keeps three things: the largest "
+            "score so far m, the sum of exponentials so far l (relative to m) and the "
+            "unnormalised output o. Tile 1 gives m = 1.2; tile 2 holds a larger score, 2.0, so "
+            "the old l and o are rescaled by e^(m - m') before the tile's own terms are added; "
+            "tile 3 changes nothing in m. After the last tile l is exactly the softmax "
+            "denominator and the output is o / l, the same as softmax over the whole row. Only "
+            "one tile of scores is held at a time: T x tile numbers instead of T x T.")
+    cell, xs = 34, [58, 282, 506]
+    m, l = -math.inf, 0.0
+    states = []
+    for t in tiles:
+        m_new = max(m, max(t))
+        l = (math.exp(m - m_new) * l if l else 0.0) + sum(math.exp(v - m_new) for v in t)
+        states.append((m_new, l, m_new > m and m != -math.inf))
+        m = m_new
+    full = sum(math.exp(v - m) for t in tiles for v in t)
+    assert abs(full - l) < 1e-12
+    s.text(350, 34, "one query row: T = 12 scores, visited in tiles of 4 keys", size=16,
+           weight="bold")
+    for j, (x0, t, (mj, lj, rescaled)) in enumerate(zip(xs, tiles, states)):
+        cx = x0 + 2 * cell
+        s.text(cx, 66, f"tile {j + 1}: reads K_{j + 1}, V_{j + 1}", size=14)
+        s.rect(x0, 76, 4 * cell, 8, COLORS["K"][1], COLORS["K"][0], rx=2, width=1)
+        s.rect(x0, 86, 4 * cell, 8, COLORS["V"][1], COLORS["V"][0], rx=2, width=1)
+        if j == 0:
+            s.text(x0 - 5, 84, "K", size=10, anchor="end", color=COLORS["K"][0])
+            s.text(x0 - 5, 94, "V", size=10, anchor="end", color=COLORS["V"][0])
+        for i, v in enumerate(t):
+            big = v == max(t)
+            s.rect(x0 + i * cell, 100, cell, 32, shade(COLORS["A"][0], 0.2 + 0.25 * (v + 0.6)),
+                   "#ffffff", rx=0, width=1.5)
+            s.text(x0 + i * cell + cell / 2, 121, f"{v:.1f}", size=13,
+                   weight="bold" if big else "normal")
+        s.text(cx, 150, "scores S_j = q K_j^T/√d", size=12, color=MUTED)
+        s.arrow((cx, 158), (cx, 180))
+        s.rect(x0 - 6, 182, 4 * cell + 12, 94, "#f6f8fa", MUTED, rx=8, width=1.5)
+        s.text(cx, 206, f"m = {mj:.1f}", size=15, weight="bold" if rescaled else "normal")
+        s.text(cx, 230, f"ℓ = {lj:.2f}", size=15)
+        s.text(cx, 254, "o = Σ e^{S−m} v", size=14, color=COLORS["V"][0])
+        s.text(cx, 270, "(so far)", size=11, color=MUTED)
+        if j:
+            px = xs[j - 1] + 4 * cell + 8
+            s.arrow((px, 229), (x0 - 8, 229), color=INK, width=1.6)
+            lines = ("rescale", "× e^{m − m'}") if rescaled else ("m", "unchanged")
+            for k, line in enumerate(lines):
+                s.text((px + x0 - 8) / 2, 252 + 16 * k, line, size=12,
+                       color=COLORS["A"][0] if rescaled else MUTED)
+    s.text(xs[2] + 2 * cell, 298, "output = o / ℓ", size=14, weight="bold")
+    s.raw(f'<line x1="20" y1="316" x2="680" y2="316" stroke="{CARD_EDGE}" stroke-width="1.5"/>')
+    for x, formula in ((110, "m' = max(m, max S_j)"), (340, "ℓ' = e^{m − m'} ℓ + Σ e^{S − m'}"),
+                       (572, "o' = e^{m − m'} o + Σ e^{S − m'} v")):
+        s.text(x, 346, formula, size=14)
+    s.text(350, 378, f"after the last tile ℓ = {l:.2f} = Σ over all 12 keys of e^{{S − max}}: "
+           "exactly the softmax denominator", size=13, color=MUTED)
+    s.text(350, 410, "held at once: T × tile scores, not T × T; the arithmetic is the same "
+           "(4T²d FLOPs)", size=14)
+    s.text(350, 436, "FlashAttention also tiles the queries and keeps each block in on-chip "
+           "memory", size=13, color=MUTED)
+    return s
+
+
 DIAGRAMS = [tokenize_pipeline, embedding_position, attention_shapes, weighted_average,
             causal_mask_added, padding_mask, heads_split_merge, sentence_embedding,
-            pre_post_norm, encoder_decoder, shifted_targets, kv_cache]
+            pre_post_norm, encoder_decoder, shifted_targets, kv_cache, teacher_forcing_cross,
+            rope_rotation, gqa_heads, tiled_softmax, smollm2_block, mask_polarity]
 
 
 def build() -> dict[str, str]:

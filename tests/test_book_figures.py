@@ -99,10 +99,12 @@ def test_every_figure_exists_is_text_svg_with_alt_and_is_used():
     assert figure_problems(ROOT) == []
 
 
-def test_every_chapter_01_to_08_and_10_shows_a_diagram():
+def test_every_chapter_shows_a_diagram():
     with_figures = {doc.name[:2] for doc, target, _ in references(ROOT)
                     if doc.suffix == ".ipynb" and target.parent == FIGURES}
-    for chapter in ("01", "02", "03", "04", "05", "06", "07", "08", "10"):
+    chapters = sorted(nb.name[:2] for nb in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert len(chapters) >= 14, chapters
+    for chapter in chapters:
         assert chapter in with_figures, f"chapter {chapter} has no diagram from book/figures"
 
 
