@@ -2,8 +2,12 @@
 a failure under CI=true (CI skips nothing)."""
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import tempfile
 from pathlib import Path
+from typing import Any, Iterator
 
 import pytest
 
@@ -22,3 +26,28 @@ def require_browser() -> tuple[str, str]:
             pytest.fail(why, pytrace=False)
         pytest.skip(why, allow_module_level=True)
     return CHROMIUM, CHROMEDRIVER
+
+
+@contextlib.contextmanager
+def chromium_driver(window: str = "900,1000") -> Iterator[Any]:
+    """A headless Chromium (selenium) with this machine's flags, browser and network logs on, and a
+    throwaway profile; quit and cleaned up on exit."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    chromium, chromedriver = require_browser()
+    opts = webdriver.ChromeOptions()
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 f"--window-size={window}", "--force-device-scale-factor=1"):
+        opts.add_argument(flag)
+    profile = tempfile.mkdtemp(prefix="attnlib-chrome-")
+    opts.add_argument(f"--user-data-dir={profile}")
+    opts.binary_location = chromium
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    d = webdriver.Chrome(service=Service(chromedriver), options=opts)
+    try:
+        yield d
+    finally:
+        d.quit()
+        shutil.rmtree(profile, ignore_errors=True)

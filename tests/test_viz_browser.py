@@ -27,7 +27,7 @@ EVIL = "<script>alert(1)</script>"
 EVIL_IMG = "<img src=x onerror=\"window.__pwned=1\">"  # would run (and request x) if parsed as HTML
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
-from _browser import require_browser  # noqa: E402
+from _browser import chromium_driver, require_browser  # noqa: E402
 
 CHROMIUM, CHROMEDRIVER = require_browser()
 
@@ -74,19 +74,8 @@ def expected(x: np.ndarray, digits: int = 3) -> list[str]:
 
 @pytest.fixture(scope="module")
 def driver():
-    opts = webdriver.ChromeOptions()
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--window-size=900,1000", "--force-device-scale-factor=1"):
-        opts.add_argument(flag)
-    profile = tempfile.mkdtemp(prefix="attnlib-chrome-")
-    opts.add_argument(f"--user-data-dir={profile}")
-    opts.binary_location = CHROMIUM
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    d = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
-    yield d
-    d.quit()
-    shutil.rmtree(profile, ignore_errors=True)
+    with chromium_driver("900,1000") as d:
+        yield d
 
 
 @pytest.fixture()

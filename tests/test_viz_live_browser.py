@@ -28,7 +28,7 @@ EVIL = "<script>window.__pwned=1</script><img src=x onerror=\"window.__pwned=1\"
 TOL = 1e-4  # JS (float64) against PyTorch (float32) on the same weights; measured ~1e-5
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
-from _browser import require_browser  # noqa: E402
+from _browser import chromium_driver, require_browser  # noqa: E402
 
 CHROMIUM, CHROMEDRIVER = require_browser()
 
@@ -46,19 +46,8 @@ RANDOM_64 = torch.randint(0, TOK.vocab_size, (64,), generator=torch.Generator().
 
 @pytest.fixture(scope="module")
 def driver():
-    opts = webdriver.ChromeOptions()
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--window-size=1000,1400", "--force-device-scale-factor=1"):
-        opts.add_argument(flag)
-    profile = tempfile.mkdtemp(prefix="attnlib-chrome-")
-    opts.add_argument(f"--user-data-dir={profile}")
-    opts.binary_location = CHROMIUM
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    d = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
-    yield d
-    d.quit()
-    shutil.rmtree(profile, ignore_errors=True)
+    with chromium_driver("1000,1400") as d:
+        yield d
 
 
 def open_page(d, tmp_path: Path, dtype: str):
