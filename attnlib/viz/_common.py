@@ -68,3 +68,30 @@ def colour_range(arr: np.ndarray, vmin: Optional[float], vmax: Optional[float],
 def default_cmap(diverging: bool) -> str:
     """Colour-blind-safe, perceptually ordered defaults: viridis for [0, 1], RdBu_r for signed."""
     return "RdBu_r" if diverging else "viridis"
+
+
+def standalone_page(fragment: str, title: str, width: int) -> str:
+    """A minimal HTML document around one output fragment (``title`` already escaped)."""
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{title}</title></head>"
+            f"<body style=\"max-width:{width}px;margin:16px auto;font-family:sans-serif\">"
+            f"{fragment}</body></html>\n")
+
+
+class HtmlOutput:
+    """A notebook output drawn by its own HTML and JavaScript: displays as ``to_html()`` and saves
+    as a standalone page. Subclasses define ``to_html(*, full_page=False)`` and ``__repr__``."""
+
+    def to_html(self, *, full_page: bool = False) -> str:
+        raise NotImplementedError
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        return {"text/html": self.to_html(), "text/plain": repr(self)}
+
+    def save(self, path: Any) -> None:
+        """Write a standalone HTML page (for sharing or a browser test)."""
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.to_html(full_page=True))

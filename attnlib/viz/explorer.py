@@ -20,7 +20,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from ._static import matrix_svg
-from ._common import check_tokens, colour_range, default_cmap, to_numpy
+from ._common import HtmlOutput, check_tokens, colour_range, default_cmap, standalone_page, to_numpy
 
 __all__ = ["Explorer", "explorer", "decode_payload"]
 
@@ -90,7 +90,7 @@ def _json_for_script(obj: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-class Explorer:
+class Explorer(HtmlOutput):
     """A precomputed, browser-drawn attention explorer. Display it (last line of a cell) to show it.
 
     Attributes:
@@ -157,21 +157,7 @@ class Explorer:
         )
         if not full_page:
             return fragment
-        return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-                f"<title>{title or 'attention explorer'}</title></head>"
-                f"<body style=\"max-width:720px;margin:16px auto;font-family:sans-serif\">"
-                f"{fragment}</body></html>\n")
-
-    def _repr_html_(self) -> str:
-        return self.to_html()
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        return {"text/html": self.to_html(), "text/plain": repr(self)}
-
-    def save(self, path: Any) -> None:
-        """Write a standalone HTML page (for sharing or a browser test)."""
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(self.to_html(full_page=True))
+        return standalone_page(fragment, title or "attention explorer", 720)
 
 
 def _is_token_list_of_lists(tokens: Any) -> bool:

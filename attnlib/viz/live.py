@@ -19,6 +19,7 @@ import torch
 
 from ..models import GPT
 from ..tokenizers import CharTokenizer
+from ._common import HtmlOutput, standalone_page
 from .explorer import _asset, _json_for_script, _palette
 
 __all__ = ["LiveModel", "live_model"]
@@ -96,7 +97,7 @@ def _pack(named: list[tuple[str, torch.Tensor]], dtype: str) -> tuple[list[dict]
     return index, base64.b64encode(b"".join(chunks)).decode("ascii"), values
 
 
-class LiveModel:
+class LiveModel(HtmlOutput):
     """A GPT exported to the browser. Display it (last line of a cell) to show it.
 
     Attributes:
@@ -145,21 +146,7 @@ class LiveModel:
         )
         if not full_page:
             return fragment
-        return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-                f"<title>{title}</title></head>"
-                "<body style=\"max-width:760px;margin:16px auto;font-family:sans-serif\">"
-                f"{fragment}</body></html>\n")
-
-    def _repr_html_(self) -> str:
-        return self.to_html()
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        return {"text/html": self.to_html(), "text/plain": repr(self)}
-
-    def save(self, path: Any) -> None:
-        """Write a standalone HTML page."""
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(self.to_html(full_page=True))
+        return standalone_page(fragment, title, 760)
 
 
 def live_model(gpt: GPT, tokenizer: CharTokenizer, *, title: Optional[str] = None,
