@@ -99,6 +99,17 @@ class KVCache:
             return self.layer_len(layer_idx)
         return bufs[0].shape[-2]
 
+    def buffers(self, layer_idx: int) -> Optional[tuple[Tensor, Tensor]]:
+        """The key and value buffers (B, G, capacity, D) whose first ``layer_len`` positions are
+        layer ``layer_idx``'s keys/values, or None when that layer is not held in one (not yet
+        filled, concatenated under autograd, or reassigned). A decode loop that owns the cache
+        may write the next token's keys/values at position ``layer_len`` and set ``keys``/``values``
+        to the longer leading views itself (``attnlib.decode`` does)."""
+        bufs = KVCache._backing.get(self, {"layers": {}})["layers"].get(layer_idx)
+        if layer_idx >= len(self.keys) or bufs is None or not self._backs(layer_idx, bufs):
+            return None
+        return bufs
+
     def _backs(self, layer_idx: int, bufs: tuple[Tensor, Tensor]) -> bool:
         """Are layer ``layer_idx``'s keys/values still the leading views of ``bufs``? (Not after
         someone assigned other tensors to cache.keys, e.g. a copy or a concatenation.)"""

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from .cache import KVCache
+from .decode import FastDecoder
 
 
 @contextmanager
@@ -131,9 +132,14 @@ def generate_decoder_only(model: Any, input_ids: Tensor, max_new_tokens: int, *,
         cache = KVCache() if use_cache else None
         if cache is not None:
             cache.reserve(max_new_tokens)  # room for every new token: no reallocation while decoding
+        # the same steps with less Python per token, where that cannot change them (attnlib/decode.py)
+        fast = FastDecoder.for_model(model) if use_cache else None
         step_input = ids[:, :T]  # the whole prompt first, then one token at a time when cached
         for t in range(T, T + max_new_tokens):
-            logits = model(step_input, cache=cache).logits[:, -1, :]  # (B, V)
+            if fast is not None:
+                logits = fast.step(step_input, cache)  # (B, V)
+            else:
+                logits = model(step_input, cache=cache).logits[:, -1, :]  # (B, V)
             ids[:, t:t + 1] = sample_next(logits, temperature=temperature, top_k=top_k, top_p=top_p,
                                           generator=generator)  # (B, 1)
             step_input = ids[:, t:t + 1] if use_cache else ids[:, :t + 1]

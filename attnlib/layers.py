@@ -34,6 +34,7 @@ from torch import Tensor, nn
 
 from .attention import MultiHeadAttention
 from .config import ACTIVATIONS, TransformerConfig
+from .kernels import Linear
 from .norms import make_norm
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 
@@ -58,22 +59,26 @@ class FeedForward(nn.Module):
         if activation not in ACTIVATIONS:
             raise ValueError(f"unknown activation {activation!r}; choose one of {', '.join(map(repr, ACTIVATIONS))}")
         self.activation = activation
-        self.fc1 = nn.Linear(d_model, d_ff, bias=bias)
-        self.gate = nn.Linear(d_model, d_ff, bias=bias) if activation == "swiglu" else None
-        self.fc2 = nn.Linear(d_ff, d_model, bias=bias)
+        self.fc1 = Linear(d_model, d_ff, bias=bias)
+        self.gate = Linear(d_model, d_ff, bias=bias) if activation == "swiglu" else None
+        self.fc2 = Linear(d_ff, d_model, bias=bias)
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        h = self.fc1(x)  # (..., d_ff)
-        if self.activation == "relu":
-            h = F.relu(h)
-        elif self.activation == "gelu":
-            h = F.gelu(h)
-        elif self.activation == "gelu_tanh":
-            h = F.gelu(h, approximate="tanh")
-        else:  # swiglu
-            h = F.silu(self.gate(x)) * h
+        h = activate(self.activation, self.fc1(x), self.gate(x) if self.gate is not None else None)
         return self.drop(self.fc2(h))  # (..., C)
+
+
+def activate(activation: str, h: Tensor, gate: Optional[Tensor] = None) -> Tensor:
+    """The FFN's nonlinearity on its hidden layer h = fc1(x) (..., d_ff); ``gate`` = gate(x) for
+    "swiglu" (silu(gate) * h), ignored otherwise."""
+    if activation == "relu":
+        return F.relu(h)
+    if activation == "gelu":
+        return F.gelu(h)
+    if activation == "gelu_tanh":
+        return F.gelu(h, approximate="tanh")
+    return F.silu(gate) * h  # swiglu
 
 
 class EncoderLayer(nn.Module):

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .attention import causal_mask, scaled_dot_product_attention
+from .kernels import Linear, linear
 
 
 class MultiHeadAttention(nn.Module):
@@ -63,10 +64,10 @@ class MultiHeadAttention(nn.Module):
         self.n_kv_heads = n_kv_heads
         self.dropout = dropout
         kv_width = n_kv_heads * self.head_dim  # G * D (= C for multi-head attention)
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, kv_width, bias=bias)
-        self.v_proj = nn.Linear(d_model, kv_width, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.q_proj = Linear(d_model, d_model, bias=bias)
+        self.k_proj = Linear(d_model, kv_width, bias=bias)
+        self.v_proj = Linear(d_model, kv_width, bias=bias)
+        self.out_proj = Linear(d_model, d_model, bias=bias)
         # (key, weight (C + 2 G D, C), bias or None): the stacked q/k/v projection, see fused_qkv
         self._fused: Optional[tuple[tuple[Any, ...], Tensor, Optional[Tensor]]] = None
 
@@ -123,7 +124,7 @@ class MultiHeadAttention(nn.Module):
                     self.split_heads(self.v_proj(x)))
         w, b = self.fused_qkv()
         kv = self.n_kv_heads * self.head_dim
-        q, k, v = F.linear(x, w, b).split([self.d_model, kv, kv], dim=-1)  # (B, T, C), (B, T, G D) x 2
+        q, k, v = linear(x, w, b).split([self.d_model, kv, kv], dim=-1)  # (B, T, C), (B, T, G D) x 2
         return self.split_heads(q), self.split_heads(k), self.split_heads(v)
 
     def split_heads(self, t: Tensor) -> Tensor:

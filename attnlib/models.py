@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from .cache import cache_step
 from .config import TransformerConfig
 from .generation import generate_decoder_only, generate_encoder_decoder
+from .kernels import Linear
 from .layers import DecoderLayer, Embeddings, EncoderLayer
 from .norms import make_norm
 from .positional import RotaryEmbedding
@@ -46,7 +47,7 @@ class GPT(nn.Module):
         self.rope = _rope(cfg)
         self.layers = nn.ModuleList(DecoderLayer.from_config(cfg) for _ in range(cfg.n_layers))
         self.norm_f = make_norm(cfg.norm, cfg.d_model, cfg.layer_norm_eps) if cfg.norm_first else None
-        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.lm_head = Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.apply(init_weights)
         if cfg.tie_weights:  # one matrix maps ids -> vectors and vectors -> logits
             self.lm_head.weight = self.embed.tok_emb.weight
@@ -176,7 +177,7 @@ class EncoderDecoder(nn.Module):
         self.decoder_layers = nn.ModuleList(DecoderLayer.from_config(cfg, cross_attention=True)
                                             for _ in range(cfg.n_layers))
         self.decoder_norm_f = make_norm(cfg.norm, cfg.d_model, cfg.layer_norm_eps) if cfg.norm_first else None
-        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.lm_head = Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.apply(init_weights)
         if cfg.tie_weights:
             self.lm_head.weight = self.encoder.embed.tok_emb.weight

@@ -1,0 +1,186 @@
+"""A GPT's cached forward pass with the per-call Python taken out, for ``GPT.generate``.
+
+``GPT.forward`` checks its inputs, ties the cache to the model, makes each step undoable and goes
+through ``nn.Module.__call__`` about twenty times per layer. For a big model that is nothing next
+to reading the weights; for a small one it is most of the time of a decode step. ``generate``
+validates its inputs once, owns its cache and samples ids that are in range by construction, so
+for a plain :class:`attnlib.GPT` it runs each step through :class:`FastDecoder`: the same
+submodules and the same arithmetic, with the modules' ``forward`` called directly and the fused
+q/k/v matmul, the in-place cache write and ``F.scaled_dot_product_attention`` spelled out. It
+returns the logits of the last position only (the only ones sampling reads), so the prompt's
+pass does not multiply every prompt token by the LM head.
+
+It is used only where it cannot differ from ``model(ids, cache=cache)``: exactly an
+``attnlib.GPT`` (not a subclass) built from attnlib's own layers, in eval mode, without forward
+hooks anywhere. Otherwise ``generate`` keeps calling the model. The tests compare the two paths
+for every layout switch (pre/post-norm, LayerNorm/RMSNorm, GELU/SwiGLU, learned/sinusoidal/RoPE
+positions, GQA, biases).
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .attention import causal_mask
+from .cache import KVCache, cache_spec
+from .kernels import Linear, linear
+from .layers import DecoderLayer, Embeddings, FeedForward, activate
+from .mha import MultiHeadAttention
+from .norms import RMSNorm
+from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding
+
+_NORMS = (nn.LayerNorm, RMSNorm)
+_POS = (type(None), LearnedPositionalEmbedding, SinusoidalPositionalEncoding)
+
+
+def _hooked(model: nn.Module) -> bool:
+    """Does any forward hook (global or on a submodule) expect to see the modules called?"""
+    g = nn.modules.module
+    if g._global_forward_hooks or g._global_forward_pre_hooks:
+        return True
+    return any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+
+
+def _plain_layer(layer: Any) -> bool:
+    """A GPT block exactly as attnlib.layers builds it (nothing swapped in)."""
+    if not (type(layer) is DecoderLayer and layer.cross_attn is None
+            and type(layer.self_attn) is MultiHeadAttention and type(layer.ffn) is FeedForward
+            and type(layer.norm1) in _NORMS and type(layer.norm3) in _NORMS):
+        return False
+    mha, ffn = layer.self_attn, layer.ffn
+    linears = (mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj, ffn.fc1, ffn.fc2, ffn.gate)
+    if (ffn.gate is None) != (ffn.activation != "swiglu"):
+        return False
+    return all(type(m) is Linear for m in linears if m is not None)
+
+
+class _Norm:
+    """A LayerNorm or RMSNorm with its parameters fetched once (``nn.Module`` attribute lookups
+    cost about a microsecond each)."""
+
+    def __init__(self, norm: nn.Module) -> None:
+        self.rms = type(norm) is RMSNorm
+        self.forward = norm.forward if self.rms else None
+        if not self.rms:
+            self.args = (norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if self.rms:
+            return self.forward(x)
+        shape, w, b, eps = self.args
+        return F.layer_norm(x, shape, w, b, eps)
+
+
+class _Layer:
+    """One GPT block's weights for the decode loop (the q/k/v weights stacked once)."""
+
+    def __init__(self, layer: DecoderLayer) -> None:
+        mha, ffn = layer.self_attn, layer.ffn
+        self.norm_first = layer.norm_first
+        self.norm1, self.norm3 = _Norm(layer.norm1), _Norm(layer.norm3)
+        self.qkv = mha.fused_qkv()  # (C + 2 G D, C) and its bias; rebuilt for every generate call
+        self.out = (mha.out_proj.weight, mha.out_proj.bias)
+        self.heads, self.kv_heads, self.head_dim = mha.n_heads, mha.n_kv_heads, mha.head_dim
+        self.fc1, self.fc2 = (ffn.fc1.weight, ffn.fc1.bias), (ffn.fc2.weight, ffn.fc2.bias)
+        self.gate = None if ffn.gate is None else (ffn.gate.weight, ffn.gate.bias)
+        self.activation = ffn.activation
+
+    def ffn(self, x: Tensor) -> Tensor:
+        gate = None if self.gate is None else linear(x, *self.gate)
+        return linear(activate(self.activation, linear(x, *self.fc1), gate), *self.fc2)
+
+
+class FastDecoder:
+    """Cached decoding steps of one GPT (see the module docstring).
+
+    Build it with :meth:`for_model`, which returns None where the fast path could differ from the
+    model's own forward. :meth:`step` runs ``ids`` (B, T) after the ``cache.seq_len`` tokens the
+    cache holds, appends their keys and values, and returns the next-token logits (B, vocab) of
+    the last position. The weights are fetched when it is built: build a new one after changing
+    the model (``generate`` builds one per call).
+    """
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.layers = [_Layer(layer) for layer in model.layers]
+        self.norm_f = None if model.norm_f is None else _Norm(model.norm_f)
+        self.head = model.lm_head.weight  # (vocab, C), bias-free
+        self.spec = cache_spec(model)
+
+    @classmethod
+    def for_model(cls, model: Any) -> Optional["FastDecoder"]:
+        from .models import GPT  # models imports generation, which imports this module
+
+        if type(model) is not GPT or model.training or _hooked(model) or torch.is_grad_enabled():
+            return None
+        embed = model.embed
+        if type(embed) is not Embeddings or type(embed.pos_emb) not in _POS or embed.type_emb is not None:
+            return None
+        for norm in (embed.norm, model.norm_f):
+            if norm is not None and type(norm) not in _NORMS:
+                return None
+        if model.rope is not None and type(model.rope) is not RotaryEmbedding:
+            return None
+        if type(model.lm_head) is not Linear or model.lm_head.bias is not None:
+            return None
+        if not all(_plain_layer(layer) for layer in model.layers):
+            return None
+        return cls(model)
+
+    def _attend(self, layer: _Layer, h: Tensor, cache: KVCache, i: int, past: int,
+                positions: Tensor) -> Tensor:
+        """Self-attention of h (B, T, C) over the held tokens and itself -> (B, T, C)."""
+        B, T, C = h.shape
+        G, D = layer.kv_heads, layer.head_dim
+        q, k, v = linear(h, *layer.qkv).split([C, G * D, G * D], dim=-1)  # one matmul
+        q = q.view(B, T, -1, D).transpose(1, 2)  # (B, H, T, D)
+        k = k.view(B, T, G, D).transpose(1, 2)  # (B, G, T, D)
+        v = v.view(B, T, G, D).transpose(1, 2)
+        rope = self.model.rope
+        if rope is not None:
+            q, k = rope.forward(q, positions), rope.forward(k, positions)
+        k, v = self._append(cache, i, k, v, past)  # (B, G, past + T, D)
+        if past == 0 or T == 1:  # the prompt (lower triangle), or one new token (sees everything)
+            mask, causal = None, T > 1
+        else:  # T new tokens after `past` held ones: lower-right aligned triangle
+            mask, causal = causal_mask(T, past + T, device=h.device), False
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
+                                             enable_gqa=G != layer.heads)  # (B, H, T, D)
+        return linear(out.transpose(1, 2).reshape(B, T, C), *layer.out)
+
+    @staticmethod
+    def _append(cache: KVCache, i: int, k: Tensor, v: Tensor, past: int) -> tuple[Tensor, Tensor]:
+        """cache.update(i, k, v), writing straight into the layer's buffers when they have room."""
+        bufs = cache.buffers(i) if past else None
+        end = past + k.shape[-2]
+        if bufs is None or bufs[0].shape[-2] < end or bufs[0].dtype != k.dtype:
+            return cache.update(i, k, v)  # first step, or out of room: the checked path
+        kb, vb = bufs
+        kb[:, :, past:end].copy_(k)
+        vb[:, :, past:end].copy_(v)
+        cache.keys[i], cache.values[i] = kb[:, :, :end], vb[:, :, :end]
+        return cache.keys[i], cache.values[i]
+
+    @torch.no_grad()
+    def step(self, ids: Tensor, cache: KVCache) -> Tensor:
+        """Logits (B, vocab) of the last of ``ids`` (B, T), run after the cached tokens."""
+        if cache.seq_len == 0:
+            cache.bind(self.spec)  # as GPT.forward does: the cache now belongs to this model
+        past = cache.seq_len
+        T = ids.shape[1]
+        positions = torch.arange(past, past + T, device=ids.device)
+        x = self.model.embed.forward(ids, positions)  # (B, T, C)
+        for i, layer in enumerate(self.layers):
+            if layer.norm_first:  # x + f(norm(x))
+                x = x + self._attend(layer, layer.norm1(x), cache, i, past, positions)
+                x = x + layer.ffn(layer.norm3(x))
+            else:  # norm(x + f(x))
+                x = layer.norm1(x + self._attend(layer, x, cache, i, past, positions))
+                x = layer.norm3(x + layer.ffn(x))
+        x = x[:, -1]  # (B, C): only the last position's logits are sampled from
+        if self.norm_f is not None:
+            x = self.norm_f(x)
+        return linear(x, self.head)  # (B, vocab)

@@ -1,0 +1,65 @@
+"""Which matmul kernel runs a linear layer on the CPU.
+
+``torch.nn.functional.linear`` on a CPU float32 tensor calls the BLAS PyTorch was built with
+(Intel MKL in the pip wheels). PyTorch also ships oneDNN, whose kernels are generated for the
+CPU at hand. On the AMD EPYC machines the book is built and tested on, oneDNN computes a
+GPT-2-small-sized matmul in about half of MKL's time (measured in ``benchmarks/fastpaths.py``,
+reported on the benchmarks page), and reads the weights faster when decoding one token.
+
+:func:`linear` therefore uses oneDNN for large float32 matmuls on the CPU when no gradient is
+needed (evaluation, generation), and ``F.linear`` everywhere else: under autograd (oneDNN's
+entry point has no backward), on a GPU, in other dtypes, under autocast, and for small matmuls,
+where oneDNN's fixed cost per call (about 10 microseconds) is more than it saves. The two agree
+to float32 rounding (the order of the additions differs), which the tests check.
+
+``USE_ONEDNN`` switches the oneDNN path off for the whole process (the benchmarks compare both).
+"""
+from __future__ import annotations
+
+import platform
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+# x86-64 builds of PyTorch ship oneDNN with this entry point; elsewhere F.linear is used.
+_HAS_ONEDNN = (platform.machine().lower() in ("x86_64", "amd64")
+               and torch.backends.mkldnn.is_available()
+               and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
+USE_ONEDNN: bool = True
+# rows x in x out multiply-adds from which oneDNN pays off (below: F.linear's lower call cost)
+MIN_MACS: int = 1 << 20
+
+
+def _onednn_ok(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> bool:
+    if not (USE_ONEDNN and _HAS_ONEDNN) or x.numel() * weight.shape[0] < MIN_MACS:
+        return False  # the cheap tests first: a small model's decode step stops here
+    if not (x.dtype == torch.float32 and weight.dtype == torch.float32 and x.device.type == "cpu"
+            and weight.device.type == "cpu" and x.dim() >= 2):
+        return False
+    if bias is not None and (bias.dtype != torch.float32 or bias.device.type != "cpu"):
+        return False
+    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
+                                    or (bias is not None and bias.requires_grad)):
+        return False  # autograd needs F.linear's backward
+    return not torch.is_autocast_enabled("cpu")  # autocast would cast F.linear's inputs
+
+
+def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
+    """``F.linear(x, weight, bias)`` = x W^T + b, with oneDNN's kernel where it is faster (see
+    the module docstring).
+
+    Shapes:
+        x (..., in), weight (out, in), bias (out,) or None -> (..., out).
+    """
+    if _onednn_ok(x, weight, bias):
+        return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+    return F.linear(x, weight, bias)
+
+
+class Linear(nn.Linear):
+    """``nn.Linear`` (same parameters, state_dict, hooks and repr) whose forward is :func:`linear`."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return linear(x, self.weight, self.bias)

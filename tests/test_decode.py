@@ -1,0 +1,126 @@
+"""attnlib.decode.FastDecoder: generate's lean decode step equals the model's own cached forward.
+
+For every layout switch the fast step's logits are compared, step by step, with
+``model(ids, cache=cache).logits[:, -1]``: the prompt, single tokens, and a chunk of several
+tokens after a filled cache (the lower-right causal mask). The fast path must also step aside
+wherever it could differ: hooks, subclasses, training mode, autograd, swapped-in modules.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from attnlib import GPT, KVCache, TransformerConfig
+from attnlib import kernels
+from attnlib.decode import FastDecoder
+
+LAYOUTS = {
+    "gpt2": dict(),
+    "post_norm_relu": dict(norm_first=False, activation="relu"),
+    "llama": dict(positional="rope", norm="rmsnorm", activation="swiglu", bias=False, n_kv_heads=2),
+    "mqa_sinusoidal": dict(positional="sinusoidal", n_kv_heads=1, activation="gelu_tanh"),
+    "no_positions_untied": dict(positional="none", tie_weights=False, embedding_norm=True),
+}
+
+
+def model_for(layout: str, seed: int = 0) -> GPT:
+    torch.manual_seed(seed)
+    cfg = TransformerConfig(vocab_size=97, d_model=32, n_heads=4, n_layers=2, max_len=64, **LAYOUTS[layout])
+    return GPT(cfg).eval()
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_fast_steps_equal_the_models_cached_forward(layout):
+    gpt = model_for(layout)
+    ids = torch.randint(0, 97, (2, 20), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        fast = FastDecoder.for_model(gpt)
+    assert fast is not None
+    ours, ref = KVCache(), KVCache()
+    ours.reserve(4)  # room for the prompt + 4: the last chunk grows the buffers (the checked path)
+    with torch.no_grad():
+        for a, b in [(0, 9), (9, 10), (10, 11), (11, 12), (12, 17), (17, 18), (18, 20)]:
+            got = fast.step(ids[:, a:b], ours)  # (B, vocab)
+            want = gpt(ids[:, a:b], cache=ref).logits[:, -1]
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+            assert ours.seq_len == ref.seq_len == b
+    for k1, k2 in zip(ours.keys + ours.values, ref.keys + ref.values):
+        torch.testing.assert_close(k1, k2, atol=1e-5, rtol=1e-5)
+    assert ours.nbytes == ref.nbytes
+    # the filled cache belongs to this model, as one filled by GPT.forward does
+    other = GPT(TransformerConfig(vocab_size=97, d_model=32, n_heads=2, n_layers=2, max_len=64)).eval()
+    with pytest.raises(ValueError, match="KVCache"), torch.no_grad():
+        other(ids[:, :1], cache=ours)
+
+
+@pytest.mark.parametrize("layout", ["gpt2", "llama"])
+def test_generate_gives_the_same_tokens_with_and_without_the_fast_path(layout, monkeypatch):
+    gpt = model_for(layout, seed=3)
+    prompt = torch.randint(0, 97, (3, 5), generator=torch.Generator().manual_seed(2))
+    fast = gpt.generate(prompt, 30, temperature=0.0)
+    sampled = gpt.generate(prompt, 30, temperature=1.0, top_k=20, generator=torch.Generator().manual_seed(4))
+    monkeypatch.setattr(FastDecoder, "for_model", classmethod(lambda cls, model: None))
+    assert torch.equal(fast, gpt.generate(prompt, 30, temperature=0.0))
+    assert torch.equal(fast, gpt.generate(prompt, 30, temperature=0.0, use_cache=False))
+    slow = gpt.generate(prompt, 30, temperature=1.0, top_k=20, generator=torch.Generator().manual_seed(4))
+    assert torch.equal(sampled, slow)
+
+
+def test_the_fast_path_steps_aside_where_it_could_differ():
+    gpt = model_for("gpt2")
+    with torch.no_grad():
+        assert FastDecoder.for_model(gpt) is not None
+        gpt.train()
+        assert FastDecoder.for_model(gpt) is None  # dropout would be skipped
+        gpt.eval()
+        handle = gpt.layers[1].ffn.fc1.register_forward_hook(lambda m, i, o: None)
+        assert FastDecoder.for_model(gpt) is None  # the hook must see the module called
+        handle.remove()
+        handle = gpt.layers[0].self_attn.register_forward_pre_hook(lambda m, i: None)
+        assert FastDecoder.for_model(gpt) is None
+        handle.remove()
+
+        class Mine(GPT):
+            pass
+
+        mine = Mine(gpt.cfg).eval()
+        assert FastDecoder.for_model(mine) is None  # a subclass may override forward
+        swapped = model_for("gpt2")
+        swapped.layers[0].ffn.fc2 = nn.Sequential(swapped.layers[0].ffn.fc2)
+        assert FastDecoder.for_model(swapped) is None
+        swapped = model_for("gpt2")
+        swapped.layers[0].norm1 = nn.Identity()
+        assert FastDecoder.for_model(swapped) is None
+    assert FastDecoder.for_model(gpt) is None  # autograd on: generate never asks, but be safe
+
+
+def test_hooks_still_fire_during_generate():
+    """With a hook, generate calls the modules, so a reader's hook sees every step."""
+    gpt = model_for("gpt2")
+    seen = []
+    gpt.layers[0].self_attn.register_forward_hook(lambda m, i, o: seen.append(i[0].shape[1]))
+    gpt.generate(torch.tensor([[1, 2, 3]]), 4, temperature=0.0)
+    assert seen == [3, 1, 1, 1]
+
+
+def test_onednn_linear_equals_f_linear():
+    """kernels.linear may pick oneDNN; it must agree with F.linear to float32 rounding, and
+    stay out of autograd, other dtypes and small matmuls."""
+    torch.manual_seed(0)
+    w, b = torch.randn(512, 256), torch.randn(512)
+    for x in (torch.randn(3, 40, 256), torch.randn(1, 256), torch.randn(2, 256, 9).transpose(1, 2)):
+        with torch.no_grad():
+            torch.testing.assert_close(kernels.linear(x, w, b), nn.functional.linear(x, w, b),
+                                       atol=1e-4, rtol=1e-5)
+            torch.testing.assert_close(kernels.linear(x, w), nn.functional.linear(x, w), atol=1e-4, rtol=1e-5)
+    x = torch.randn(4, 300, 256, requires_grad=True)
+    assert not kernels._onednn_ok(x, w, b)  # autograd: F.linear
+    kernels.linear(x, w, b).sum().backward()
+    assert x.grad is not None
+    with torch.no_grad():
+        assert not kernels._onednn_ok(torch.randn(1, 256), torch.randn(8, 256), None)  # too small
+        assert not kernels._onednn_ok(torch.randn(300, 256).double(), w.double(), None)
+    lin = kernels.Linear(256, 512)
+    assert isinstance(lin, nn.Linear) and repr(lin) == repr(nn.Linear(256, 512))
+    assert set(lin.state_dict()) == {"weight", "bias"}
