@@ -8,7 +8,8 @@ reported on the benchmarks page), and reads the weights faster when decoding one
 
 :func:`linear` therefore uses oneDNN for large float32 matmuls on the CPU when no gradient is
 needed (evaluation, generation), and ``F.linear`` everywhere else: under autograd (oneDNN's
-entry point has no backward), on a GPU, in other dtypes, under autocast, and for small matmuls,
+entry point has no backward), on a GPU, in other dtypes, under autocast, inside a dispatch mode
+such as ``FlopCounterMode`` (which counts the standard matmul ops only), and for small matmuls,
 where oneDNN's fixed cost per call (about 10 microseconds) is more than it saves. The two agree
 to float32 rounding (the order of the additions differs), which the tests check.
 
@@ -43,7 +44,11 @@ def _onednn_ok(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> bool:
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
                                     or (bias is not None and bias.requires_grad)):
         return False  # autograd needs F.linear's backward
-    return not torch.is_autocast_enabled("cpu")  # autocast would cast F.linear's inputs
+    if torch.is_autocast_enabled("cpu"):
+        return False  # autocast would cast F.linear's inputs
+    # a dispatch or function mode (FlopCounterMode, a profiler's tracer) expects the standard
+    # aten ops: FlopCounterMode counts aten.mm/addmm and does not know oneDNN's op
+    return torch._C._len_torch_dispatch_stack() == 0 and not torch._C._is_torch_function_mode_enabled()
 
 
 def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:

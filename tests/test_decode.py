@@ -121,6 +121,12 @@ def test_onednn_linear_equals_f_linear():
     with torch.no_grad():
         assert not kernels._onednn_ok(torch.randn(1, 256), torch.randn(8, 256), None)  # too small
         assert not kernels._onednn_ok(torch.randn(300, 256).double(), w.double(), None)
+    from torch.utils.flop_counter import FlopCounterMode
+
+    x = torch.randn(3, 40, 256)
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        kernels.linear(x, w, b)
+    assert counter.get_total_flops() == 2 * 3 * 40 * 256 * 512  # counted: F.linear inside the mode
     lin = kernels.Linear(256, 512)
     assert isinstance(lin, nn.Linear) and repr(lin) == repr(nn.Linear(256, 512))
     assert set(lin.state_dict()) == {"weight", "bias"}
