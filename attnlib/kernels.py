@@ -9,7 +9,8 @@ reported on the benchmarks page), and reads the weights faster when decoding one
 :func:`linear` therefore uses oneDNN for large float32 matmuls on the CPU when no gradient is
 needed (evaluation, generation), and ``F.linear`` everywhere else: under autograd (oneDNN's
 entry point has no backward), on a GPU, in other dtypes, under autocast, inside a dispatch mode
-such as ``FlopCounterMode`` (which counts the standard matmul ops only), and for small matmuls,
+such as ``FlopCounterMode`` (which counts the standard matmul ops only), while ``torch.compile``
+traces (it chooses its own kernels), and for small matmuls,
 where oneDNN's fixed cost per call (about 10 microseconds) is more than it saves. The two agree
 to float32 rounding (the order of the additions differs), which the tests check.
 
@@ -36,6 +37,8 @@ MIN_MACS: int = 1 << 20
 def _onednn_ok(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> bool:
     if not (USE_ONEDNN and _HAS_ONEDNN) or x.numel() * weight.shape[0] < MIN_MACS:
         return False  # the cheap tests first: a small model's decode step stops here
+    if torch.compiler.is_compiling():
+        return False  # torch.compile lowers oneDNN's op only for frozen weights: it picks its own kernels
     if not (x.dtype == torch.float32 and weight.dtype == torch.float32 and x.device.type == "cpu"
             and weight.device.type == "cpu" and x.dim() >= 2):
         return False

@@ -6,9 +6,14 @@ All ratios come from one ``compare()`` call per pair (interleaved rounds, same l
   three ``nn.Linear`` (``MultiHeadAttention.fuse_qkv = False``);
 * preallocated cache: one decode step with the cache holding ``length`` tokens, writing in place
   into reserved buffers, against concatenating the whole cache (``KVCache.preallocate = False``);
-* Python overhead per token: one cached ``gpt(tok, cache=cache)`` step against a raw loop with the
-  same weights (``F.layer_norm``, ``F.linear``, ``F.scaled_dot_product_attention``, in-place cache
-  writes, no checks), so ``attnlib - raw`` is what the library's Python costs per token;
+* oneDNN matmuls: a no-grad forward (prefill) and one decode step with ``attnlib.kernels``
+  choosing oneDNN for the large float32 matmuls, against the same with ``F.linear`` everywhere
+  (``kernels.USE_ONEDNN = False``: the BLAS PyTorch was built with, MKL in the pip wheels);
+* Python overhead per token: one cached decode step three ways, the model's own forward
+  (``gpt(tok, cache=cache)``: checks, cache binding, undo on error), the decode loop of
+  ``generate`` (``attnlib.decode.FastDecoder``) and a raw loop with the same weights and the same
+  matmul kernels (``F.layer_norm``, ``kernels.linear``, ``F.scaled_dot_product_attention``,
+  in-place cache writes, no checks), so ``attnlib - raw`` is what the library's Python costs;
 * ``torch.compile`` (``--compile`` only; compiling takes minutes on a busy CPU): the compiled
   forward against the eager one.
 """
@@ -21,6 +26,8 @@ import torch
 import torch.nn.functional as F
 
 import attnlib
+from attnlib import kernels
+from attnlib.decode import FastDecoder
 
 from .harness import Settings, Target, compare, fmt_table
 from .models import build_pair
@@ -64,8 +71,30 @@ def step_fn(gpt: torch.nn.Module, length: int, vocab_size: int, device: str, see
     return step
 
 
+def fast_step_fn(gpt: attnlib.GPT, length: int, vocab_size: int, device: str, seed: int) -> Callable[[], torch.Tensor]:
+    """:func:`step_fn` through ``generate``'s decode loop (``FastDecoder.step``) instead of the forward."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocab_size, (1, length + 1), generator=g).to(device)
+    cache = attnlib.KVCache()
+    cache.reserve(1)
+    fast = FastDecoder.for_model(gpt)
+    if fast is None:
+        raise AssertionError("generate would not use the fast decode loop for this model")
+    fast.step(ids[:, :length], cache)
+    tok = ids[:, length:]  # (1, 1)
+
+    def step() -> torch.Tensor:
+        out = fast.step(tok, cache)  # (1, vocab)
+        cache.keys = [k[:, :, :length] for k in cache.keys]  # views: the next step writes in place again
+        cache.values = [v[:, :, :length] for v in cache.values]
+        return out
+
+    return step
+
+
 def raw_step_fn(gpt: attnlib.GPT, length: int, vocab_size: int, device: str, seed: int) -> Callable[[], torch.Tensor]:
-    """The same decode step as :func:`step_fn`, written as a bare loop of torch functions.
+    """The same decode step as :func:`step_fn`, written as a bare loop of torch functions (with
+    attnlib's choice of matmul kernel, ``kernels.linear``, so that only the Python differs).
 
     Pre-norm LayerNorm GPT with learned positions and GELU (the benchmark models); the caches are
     preallocated tensors written in place. Checked equal to ``gpt`` before it is timed."""
@@ -89,15 +118,15 @@ def raw_step_fn(gpt: attnlib.GPT, length: int, vocab_size: int, device: str, see
         x = tok_w[tok] + pos_w[length]  # (1, 1, C)
         for i, (n1, w, b, o, n3, f1, f2) in enumerate(layers):
             h = F.layer_norm(x, (C,), n1.weight, n1.bias, eps)
-            q, k, v = F.linear(h, w, b).split([C, G * D, G * D], dim=-1)
+            q, k, v = kernels.linear(h, w, b).split([C, G * D, G * D], dim=-1)
             ks[i][:, :, length] = k.view(1, G, D)
             vs[i][:, :, length] = v.view(1, G, D)
             a = F.scaled_dot_product_attention(q.view(1, 1, H, D).transpose(1, 2), ks[i], vs[i],
                                                enable_gqa=G != H)  # (1, H, 1, D)
-            x = x + F.linear(a.transpose(1, 2).reshape(1, 1, C), o.weight, o.bias)
+            x = x + kernels.linear(a.transpose(1, 2).reshape(1, 1, C), o.weight, o.bias)
             h = F.layer_norm(x, (C,), n3.weight, n3.bias, eps)
-            x = x + F.linear(F.gelu(F.linear(h, f1.weight, f1.bias), approximate=approximate), f2.weight, f2.bias)
-        return F.linear(F.layer_norm(x, (C,), nf.weight, nf.bias, eps), head_w)[:, -1]
+            x = x + kernels.linear(F.gelu(kernels.linear(h, f1.weight, f1.bias), approximate=approximate), f2.weight, f2.bias)
+        return kernels.linear(F.layer_norm(x, (C,), nf.weight, nf.bias, eps), head_w)[:, -1]
 
     return step
 
@@ -121,14 +150,28 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print, compi
                                    attnlib.KVCache, "preallocate", False)
             prealloc = compare({"preallocated": step, "concatenate": cat_step}, settings, baseline="concatenate")
             raw = raw_step_fn(gpt, length, cfg.vocab_size, settings.device, settings.seed)
+            fast = fast_step_fn(gpt, length, cfg.vocab_size, settings.device, settings.seed)
             torch.testing.assert_close(raw(), step(), **tol)
-            overhead = compare({"attnlib": step, "raw_sdpa_loop": raw}, settings, baseline="raw_sdpa_loop")
+            torch.testing.assert_close(fast(), step(), **tol)
+            overhead = compare({"attnlib": step, "generate_loop": fast, "raw_sdpa_loop": raw}, settings,
+                               baseline="raw_sdpa_loop")
+            blas = with_switch(fwd, kernels, "USE_ONEDNN", False)
+            torch.testing.assert_close(fwd(), blas(), **tol)
+            onednn = compare({"onednn": fwd, "f_linear": blas, "onednn_step": fast,
+                              "f_linear_step": with_switch(fast, kernels, "USE_ONEDNN", False)},
+                             settings, baseline="f_linear")
+            onednn_step = onednn["ratio"]["onednn_step"] / onednn["ratio"]["f_linear_step"]
         row = {
             "shape": shape, "T": T, "cache_len": length,
             "fused_qkv": fused, "fused_over_unfused": fused["ratio"]["fused"],
             "preallocated_cache": prealloc, "preallocated_over_concat": prealloc["ratio"]["preallocated"],
             "overhead": overhead, "attnlib_over_raw_step": overhead["ratio"]["attnlib"],
             "overhead_us_per_token": 1e6 * (overhead["median_s"]["attnlib"] - overhead["median_s"]["raw_sdpa_loop"]),
+            "generate_loop_over_raw_step": overhead["ratio"]["generate_loop"],
+            "generate_loop_us_per_token": 1e6 * (overhead["median_s"]["generate_loop"]
+                                                 - overhead["median_s"]["raw_sdpa_loop"]),
+            "onednn": onednn, "onednn_over_f_linear": onednn["ratio"]["onednn"],
+            "onednn_step_over_f_linear_step": onednn_step,
             "compile": None,
         }
         if compile_variant:
@@ -140,7 +183,9 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print, compi
         rows.append(row)
         log(f"  fast paths {shape}: fused/3 linears {row['fused_over_unfused']:.3f}x (T={T}), preallocated/concat "
             f"step {row['preallocated_over_concat']:.3f}x (cache {length}), attnlib/raw step "
-            f"{row['attnlib_over_raw_step']:.2f}x = {row['overhead_us_per_token']:.0f} us/token of Python")
+            f"{row['attnlib_over_raw_step']:.2f}x = {row['overhead_us_per_token']:.0f} us/token of Python, generate's "
+            f"loop/raw {row['generate_loop_over_raw_step']:.2f}x, oneDNN/F.linear forward "
+            f"{row['onednn_over_f_linear']:.2f}x, step {row['onednn_step_over_f_linear_step']:.2f}x")
         del gpt
     targets = []
     for r in rows:
@@ -148,13 +193,19 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print, compi
                               r["fused_over_unfused"], "<=", 1.0, "one matmul instead of three"))
         targets.append(Target(f"fast paths {r['shape']}: preallocated / concatenated cache (decode step)",
                               r["preallocated_over_concat"], "<=", 1.0, "no copy of the held cache per step"))
+        if r["onednn_over_f_linear"] is not None and r["shape"] != "smoke":
+            targets.append(Target(f"fast paths {r['shape']}: oneDNN / F.linear (forward T={r['T']})",
+                                  r["onednn_over_f_linear"], "<=", 1.0,
+                                  "attnlib.kernels picks oneDNN only where it is faster"))
     return {"runs": rows, "targets": [t.to_dict() for t in targets]}
 
 
 def table(result: dict) -> str:
     """Ratios as plain text."""
     rows = [[r["shape"], r["T"], r["cache_len"], r["fused_over_unfused"], r["preallocated_over_concat"],
-             r["attnlib_over_raw_step"], r["overhead_us_per_token"],
+             r.get("onednn_over_f_linear"), r.get("onednn_step_over_f_linear_step"),
+             r["attnlib_over_raw_step"], r.get("generate_loop_over_raw_step"), r.get("generate_loop_us_per_token"),
              r["compile"]["ratio"]["compiled"] if r.get("compile") else "not run"] for r in result["runs"]]
-    return fmt_table(["shape", "T", "cache", "fused/3 linears", "prealloc/concat", "attnlib/raw step",
-                      "overhead us/token", "compiled/eager"], rows)
+    return fmt_table(["shape", "T", "cache", "fused/3 linears", "prealloc/concat", "oneDNN/F.linear",
+                      "oneDNN/F.linear step", "forward step/raw", "generate step/raw", "generate us/token over raw",
+                      "compiled/eager"], rows)

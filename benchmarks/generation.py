@@ -24,6 +24,7 @@ from typing import Callable
 import torch
 
 import attnlib
+from attnlib.decode import FastDecoder
 
 from .harness import Settings, Target, compare, cpu_stall_us, fmt_table, synchronize
 from .models import build_pair, top_ops
@@ -43,9 +44,11 @@ def decode_steps(gpt: torch.nn.Module, prompt: torch.Tensor, new: int, device: s
     last new token is fed too (``generate`` stops before that forward), so every step is timed
     alike and the cache ends up holding prompt + new tokens."""
     cache = attnlib.KVCache()
+    cache.reserve(new)
+    forward = decode_step(gpt)
     synchronize(device)
     t0 = time.perf_counter()
-    logits = gpt(prompt, cache=cache).logits[:, -1]   # prefill: (B, vocab)
+    logits = forward(prompt, cache)                   # prefill: (B, vocab)
     synchronize(device)
     prefill = time.perf_counter() - t0
     ids, times = prompt, []
@@ -53,10 +56,19 @@ def decode_steps(gpt: torch.nn.Module, prompt: torch.Tensor, new: int, device: s
         t0 = time.perf_counter()
         nxt = logits.argmax(dim=-1, keepdim=True)     # (B, 1) greedy
         ids = torch.cat([ids, nxt], dim=1)
-        logits = gpt(nxt, cache=cache).logits[:, -1]  # one token in, its keys/values appended
+        logits = forward(nxt, cache)                  # one token in, its keys/values appended
         synchronize(device)
         times.append(time.perf_counter() - t0)
     return prefill, times, ids, cache
+
+
+def decode_step(gpt: torch.nn.Module) -> Callable[[torch.Tensor, attnlib.KVCache], torch.Tensor]:
+    """What ``gpt.generate`` runs per step: ``FastDecoder.step`` for a plain attnlib GPT (call under
+    inference mode), else the model's forward. (ids (B, T), cache) -> next-token logits (B, vocab)."""
+    fast = FastDecoder.for_model(gpt)
+    if fast is not None:
+        return fast.step
+    return lambda ids, cache: gpt(ids, cache=cache).logits[:, -1]
 
 
 def step_at(gpt: torch.nn.Module, length: int, vocab_size: int, device: str, seed: int) -> Callable[[], torch.Tensor]:
@@ -64,15 +76,18 @@ def step_at(gpt: torch.nn.Module, length: int, vocab_size: int, device: str, see
 
     The step appends one token's keys/values; the function then cuts each layer back to
     ``length`` (a view, no copy), so every call sees the same cache length and the next append
-    copies the cache exactly as a real decode step does."""
+    writes in place into the same buffers, as a real decode step does. It runs what ``generate``
+    runs per step (:func:`decode_step`)."""
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, vocab_size, (1, length + 1), generator=g).to(device)
     cache = attnlib.KVCache()
-    gpt(ids[:, :length], cache=cache)  # fill the cache
+    cache.reserve(1)
+    forward = decode_step(gpt)
+    forward(ids[:, :length], cache)    # fill the cache
     tok = ids[:, length:]              # (1, 1)
 
     def step() -> torch.Tensor:
-        out = gpt(tok, cache=cache).logits[:, -1].argmax(dim=-1)
+        out = forward(tok, cache).argmax(dim=-1)
         cache.keys = [k[:, :, :length] for k in cache.keys]  # (B, H, length, D)
         cache.values = [v[:, :, :length] for v in cache.values]
         return out
@@ -186,7 +201,7 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
     for r in rows:
         tag = f"generate {r['shape']} +{r['new']}"
         if r["shape"] == "gpt2-small":
-            targets.append(Target(f"{tag}: cache speedup", r["cache_speedup"], ">=", 8.0,
+            targets.append(Target(f"{tag}: cache speedup", r["cache_speedup"], ">=", 12.0,
                                   "target stated for 256 new tokens (--full)" if r["new"] < 256 else ""))
         if r["shape"] in ("tiny", "smoke"):
             targets.append(Target(f"{tag}: attnlib tok/s / HF tok/s", r["attnlib_over_hf_tok_s"], ">=", 2.0,
@@ -194,7 +209,7 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
         targets.append(Target(f"{tag}: per-token cost last/first window", r["last_over_first_window"], "<=", 1.2))
         if r["shape"] == "gpt2-small":  # tiny weights sit in the CPU caches: not a bandwidth test
             targets.append(Target(f"{tag}: decode weight reads / in-run bandwidth", r["fraction_of_bandwidth"], ">=",
-                                  0.8, "weights read once per token vs the copy/read figure"))
+                                  0.85, "weights read once per token vs the copy/read figure"))
     return {"runs": rows, "targets": [t.to_dict() for t in targets]}
 
 

@@ -12,9 +12,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_JSON = ROOT / "benchmarks" / "results" / "quick_cpu.json"
+DEFAULT_JSON = ROOT / "benchmarks" / "results" / "full_cpu.json"
 DEFAULT_PAGE = ROOT / "book" / "benchmarks.md"
 GPU_JSON = ROOT / "benchmarks" / "results" / "quick_cuda.json"  # written by benchmarks/gpu_run.sh
+SMOLLM2_JSON = ROOT / "benchmarks" / "results" / "full_cpu_smollm2.json"  # python -m benchmarks --full --only smollm2
+NOTEBOOK_TIMES = ROOT / "benchmarks" / "results" / "notebook_times.json"  # scripts/execute_notebooks.py
 BLOCK = re.compile(r"(<!-- BEGIN generated:(\w+) -->\n)(.*?)(<!-- END generated:\2 -->)", re.S)
 MIB = 2**20
 
@@ -139,10 +141,38 @@ def render_fastpaths(doc: dict) -> str:
         return ("*Not in the stored run* (it predates the fast paths): `python -m benchmarks --quick` "
                 "measures them; store a run from a quiet machine.\n")
     rows = [[r["shape"], r["T"], r["cache_len"], r["fused_over_unfused"], r["preallocated_over_concat"],
-             r["attnlib_over_raw_step"], r["overhead_us_per_token"],
+             r.get("onednn_over_f_linear"), r.get("onednn_step_over_f_linear_step"), r["attnlib_over_raw_step"],
+             r.get("generate_loop_over_raw_step"), r.get("generate_loop_us_per_token"),
              r["compile"]["ratio"]["compiled"] if r.get("compile") else "not run"] for r in fp["runs"]]
-    return _md_table(["shape", "T", "cache tokens", "fused q/k/v / three linears", "preallocated / concatenated step",
-                      "attnlib step / raw SDPA loop", "Python overhead us/token", "compiled / eager"], rows)
+    return _md_table(["shape", "T", "cache tokens", "fused q/k/v / three linears", "preallocated / concatenated",
+                      "oneDNN / F.linear forward", "oneDNN / F.linear step", "forward step / raw loop",
+                      "generate step / raw loop", "generate step - raw, us", "compiled / eager"], rows)
+
+
+def render_smollm2(doc: dict) -> str:
+    """The SmolLM2 run (its own JSON: it needs the model package and is not in the default set)."""
+    if not SMOLLM2_JSON.exists():
+        return "*No SmolLM2 run stored*: `python -m benchmarks --full --only smollm2` writes it.\n"
+    sm = json.loads(SMOLLM2_JSON.read_text())
+    rows = [[f"{r['prompt']}+{r['new']}", r["threads"], r["tokens_per_s"]["attnlib_cache"],
+             r["tokens_per_s"]["hf_generate"], r["attnlib_over_hf_tok_s"], f"{r['agreement']:.0%}",
+             r["decode_gbs"]] for r in sm["benchmarks"]["smollm2"]["runs"]]
+    t = [[x["name"], x["value"], f"{x['op']} {x['limit']}", {True: "met", False: "**missed**"}.get(x["met"], "n/a")]
+         for x in sm["targets"]]
+    return (f"Run at {sm['env']['utc']}, `--{sm['settings']['mode']}`, {sm['settings']['rounds']} rounds.\n\n"
+            + _md_table(["prompt+new", "threads", "attnlib tok/s", "transformers tok/s", "attnlib / transformers",
+                         "same tokens", "decode GB/s"], rows) + "\n"
+            + _md_table(["target", "measured", "goal", ""], t))
+
+
+def render_chapters(doc: dict) -> str:
+    """Per-notebook execution times recorded by scripts/execute_notebooks.py."""
+    if not NOTEBOOK_TIMES.exists():
+        return "*No execution times recorded*: run `python scripts/execute_notebooks.py`.\n"
+    times = json.loads(NOTEBOOK_TIMES.read_text())
+    rows = [[name, t["seconds"], t["utc"][:10], f"{t['cores']} cores"] for name, t in times.items()]
+    total = sum(t["seconds"] for t in times.values())
+    return _md_table(["notebook", "seconds", "run on", "machine"], rows) + f"\nAll {len(times)}: {total:.0f} s.\n"
 
 
 def render_gpu(doc: dict) -> str:
@@ -174,7 +204,8 @@ def render_gpu_doc(gpu: dict) -> str:
 
 RENDER = {"env": render_env, "targets": render_targets, "attention": render_attention, "models": render_models,
           "profile": render_profile, "generation": render_generation,
-          "gen_profile": render_gen_profile, "fastpaths": render_fastpaths, "gpu": render_gpu}
+          "gen_profile": render_gen_profile, "fastpaths": render_fastpaths, "gpu": render_gpu,
+          "smollm2": render_smollm2, "chapters": render_chapters}
 
 
 def render_page(page: str, doc: dict) -> str:

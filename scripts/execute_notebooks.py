@@ -5,17 +5,25 @@
 
 This is the only way notebooks' outputs are regenerated (never hand-save from JupyterLab: it can
 keep stale widget state). Each notebook runs with its own folder as the working directory.
+
+Each notebook's wall time is printed and recorded in ``benchmarks/results/notebook_times.json``
+(one entry per notebook, replaced when it is run again), which the benchmarks page shows.
 """
 from __future__ import annotations
 
+import json
+import os
+import platform
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
+TIMES = ROOT / "benchmarks" / "results" / "notebook_times.json"
 
 
 def execute(path: Path, timeout: int = 600) -> float:
@@ -36,6 +44,17 @@ def execute(path: Path, timeout: int = 600) -> float:
     return time.perf_counter() - start
 
 
+def record(times: dict[str, float]) -> None:
+    """Merge this run's times into TIMES: {notebook: {seconds, utc, cpu, cores}}."""
+    doc = json.loads(TIMES.read_text()) if TIMES.exists() else {}
+    utc = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for name, seconds in times.items():
+        doc[name] = {"seconds": round(seconds, 1), "utc": utc, "cpu": platform.processor() or platform.machine(),
+                     "cores": os.cpu_count()}
+    TIMES.parent.mkdir(parents=True, exist_ok=True)
+    TIMES.write_text(json.dumps(dict(sorted(doc.items())), indent=1) + "\n")
+
+
 def main(argv: list[str]) -> int:
     paths = [Path(p) for p in argv] or [*sorted((ROOT / "notebooks").glob("*.ipynb")),
                                         *sorted((ROOT / "book").glob("*.ipynb"))]  # the playground
@@ -44,6 +63,7 @@ def main(argv: list[str]) -> int:
         print(f"executing {p} ...", flush=True)
         times[p.name] = execute(p.resolve())
         print(f"  done in {times[p.name]:.1f} s", flush=True)
+    record(times)
     if len(times) > 1:  # the numbers book/how_to_use.md quotes ("Restart and run all" per chapter)
         print(f"{len(times)} notebooks in {sum(times.values()):.0f} s; per notebook "
               f"{min(times.values()):.0f} to {max(times.values()):.0f} s")

@@ -91,7 +91,10 @@ def check_document(doc: dict, benchmarks: set[str]) -> None:
         for run in doc["benchmarks"]["fastpaths"]["runs"]:
             check_comparison(run["fused_qkv"], {"fused", "three_linears"})
             check_comparison(run["preallocated_cache"], {"preallocated", "concatenate"})
-            check_comparison(run["overhead"], {"attnlib", "raw_sdpa_loop"})
+            check_comparison(run["overhead"], {"attnlib", "generate_loop", "raw_sdpa_loop"})
+            check_comparison(run["onednn"], {"onednn", "f_linear", "onednn_step", "f_linear_step"})
+            assert run["onednn_over_f_linear"] == run["onednn"]["ratio"]["onednn"]
+            assert run["generate_loop_over_raw_step"] == run["overhead"]["ratio"]["generate_loop"]
             assert run["fused_over_unfused"] == run["fused_qkv"]["ratio"]["fused"]
             assert run["preallocated_over_concat"] == run["preallocated_cache"]["ratio"]["preallocated"]
             assert run["attnlib_over_raw_step"] == run["overhead"]["ratio"]["attnlib"]

@@ -104,7 +104,7 @@ def test_hooks_still_fire_during_generate():
     assert seen == [3, 1, 1, 1]
 
 
-def test_onednn_linear_equals_f_linear():
+def test_onednn_linear_equals_f_linear(monkeypatch):
     """kernels.linear may pick oneDNN; it must agree with F.linear to float32 rounding, and
     stay out of autograd, other dtypes and small matmuls."""
     torch.manual_seed(0)
@@ -127,6 +127,10 @@ def test_onednn_linear_equals_f_linear():
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
         kernels.linear(x, w, b)
     assert counter.get_total_flops() == 2 * 3 * 40 * 256 * 512  # counted: F.linear inside the mode
+    with torch.no_grad():
+        assert kernels._onednn_ok(x, w, b) == kernels._HAS_ONEDNN
+        monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+        assert not kernels._onednn_ok(x, w, b)  # torch.compile cannot lower oneDNN's op here
     lin = kernels.Linear(256, 512)
     assert isinstance(lin, nn.Linear) and repr(lin) == repr(nn.Linear(256, 512))
     assert set(lin.state_dict()) == {"weight", "bias"}
