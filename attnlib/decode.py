@@ -131,7 +131,7 @@ class FastDecoder:
         return cls(model)
 
     def _attend(self, layer: _Layer, h: Tensor, cache: KVCache, i: int, past: int,
-                positions: Tensor) -> Tensor:
+                rope: Optional[tuple[Tensor, Tensor]]) -> Tensor:
         """Self-attention of h (B, T, C) over the held tokens and itself -> (B, T, C)."""
         B, T, C = h.shape
         G, D = layer.kv_heads, layer.head_dim
@@ -139,9 +139,9 @@ class FastDecoder:
         q = q.view(B, T, -1, D).transpose(1, 2)  # (B, H, T, D)
         k = k.view(B, T, G, D).transpose(1, 2)  # (B, G, T, D)
         v = v.view(B, T, G, D).transpose(1, 2)
-        rope = self.model.rope
-        if rope is not None:
-            q, k = rope.forward(q, positions), rope.forward(k, positions)
+        if rope is not None:  # the cos/sin rows of this step's positions, looked up once per step
+            cos, sin = rope
+            q, k = RotaryEmbedding.rotate(q, cos, sin), RotaryEmbedding.rotate(k, cos, sin)
         k, v = self._append(cache, i, k, v, past)  # (B, G, past + T, D)
         if past == 0 or T == 1:  # the prompt (lower triangle), or one new token (sees everything)
             mask, causal = None, T > 1
@@ -173,12 +173,15 @@ class FastDecoder:
         T = ids.shape[1]
         positions = torch.arange(past, past + T, device=ids.device)
         x = self.model.embed.forward(ids, positions)  # (B, T, C)
+        rope = self.model.rope
+        if rope is not None:  # (T, D) each
+            rope = rope.rows(positions, T, x.device, x.dtype)
         for i, layer in enumerate(self.layers):
             if layer.norm_first:  # x + f(norm(x))
-                x = x + self._attend(layer, layer.norm1(x), cache, i, past, positions)
+                x = x + self._attend(layer, layer.norm1(x), cache, i, past, rope)
                 x = x + layer.ffn(layer.norm3(x))
             else:  # norm(x + f(x))
-                x = layer.norm1(x + self._attend(layer, x, cache, i, past, positions))
+                x = layer.norm1(x + self._attend(layer, x, cache, i, past, rope))
                 x = layer.norm3(x + layer.ffn(x))
         x = x[:, -1]  # (B, C): only the last position's logits are sampled from
         if self.norm_f is not None:

@@ -31,7 +31,7 @@ _HAS_ONEDNN = (platform.machine().lower() in ("x86_64", "amd64")
                and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
 USE_ONEDNN: bool = True
 # rows x in x out multiply-adds from which oneDNN pays off (below: F.linear's lower call cost)
-MIN_MACS: int = 1 << 20
+MIN_MACS: int = 1 << 18
 
 
 def _onednn_ok(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> bool:

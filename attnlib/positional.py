@@ -159,18 +159,32 @@ class RotaryEmbedding(nn.Module):
         if not x.is_floating_point():
             raise TypeError(f"x must be a floating-point tensor (queries or keys), got dtype {x.dtype}")
         # A model rotates the queries and keys of every layer at the same positions: the rows of
-        # cos/sin are looked up (and the positions checked, a device sync) once per positions tensor.
+        # cos/sin are looked up (and the positions checked, a device sync) once per positions tensor
+        # and version. An inference-mode tensor has no version counter: looked up every time.
         last = self.__dict__.get("_last")
-        key = (positions._version, x.device, x.dtype) if isinstance(positions, Tensor) else None
-        if last is not None and last[0] is positions and last[1] == key and positions.shape[0] == x.shape[-2]:
+        key = None
+        if isinstance(positions, Tensor) and not positions.is_inference():
+            key = (positions._version, x.device, x.dtype)
+        if key is not None and last is not None and last[0] is positions and last[1] == key \
+                and positions.shape[0] == x.shape[-2]:
             cos, sin = last[2], last[3]
         else:
-            _check_positions(positions, x.shape[-2])
-            n = int(positions.max()) + 1 if positions.numel() else 1
-            cos, sin = self.cos_sin(n, x.device, x.dtype)
-            idx = positions.to(x.device)
-            cos, sin = cos[idx], sin[idx]  # (T, D), broadcast over (...)
-            self.__dict__["_last"] = (positions, key, cos, sin)
+            cos, sin = self.rows(positions, x.shape[-2], x.device, x.dtype)
+            if key is not None:
+                self.__dict__["_last"] = (positions, key, cos, sin)
+        return self.rotate(x, cos, sin)
+
+    def rows(self, positions: Tensor, length: int, device: torch.device, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        """cos and sin (T, D) at ``positions`` (T,) long, checked against ``length`` = T."""
+        _check_positions(positions, length)
+        n = int(positions.max()) + 1 if positions.numel() else 1
+        cos, sin = self.cos_sin(n, device, dtype)
+        idx = positions.to(device)
+        return cos[idx], sin[idx]  # (T, D), broadcast over (...)
+
+    @staticmethod
+    def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        """x (..., T, D) rotated by the angles whose cos/sin rows (T, D) are given."""
         return x * cos + rotate_half(x) * sin
 
     def extra_repr(self) -> str:

@@ -12,7 +12,8 @@ Per model shape: a 32-token prompt, then ``new`` greedy tokens (temperature 0), 
 * bandwidth: each decode step reads every weight once (the LM head reads the whole embedding
   matrix; the position table only one row), so weight bytes / step time is the bandwidth that
   decoding achieves. It is compared, round by round, with a copy and a sum of a 64 MiB tensor
-  (larger than the last-level cache) timed in the same rounds;
+  (larger than the last-level cache) timed in the same rounds, and with the step's matrix-vector
+  products alone (:func:`products_only`), the floor that the matmul kernels set;
 * ``KVCache.nbytes`` is checked against 2 x n_layers x B x seq_len x d_model x element size.
 """
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Callable
 import torch
 
 import attnlib
+from attnlib import kernels
 from attnlib.decode import FastDecoder
 
 from .harness import Settings, Target, compare, cpu_stall_us, fmt_table, synchronize
@@ -69,6 +71,20 @@ def decode_step(gpt: torch.nn.Module) -> Callable[[torch.Tensor, attnlib.KVCache
     if fast is not None:
         return fast.step
     return lambda ids, cache: gpt(ids, cache=cache).logits[:, -1]
+
+
+def products_only(gpt: torch.nn.Module, device: str) -> Callable[[], object]:
+    """The matrix-vector products of one decode step and nothing else: every weight matrix (q/k/v
+    stacked, as decoding uses them, and the LM head) times one token's vector, with attnlib's
+    choice of kernel (``kernels.linear``). The floor of a decode step with these kernels: weight
+    bytes / its time is the bandwidth the kernels themselves reach."""
+    fast = FastDecoder.for_model(gpt)
+    if fast is None:
+        raise AssertionError("generate would not use the fast decode loop for this model")
+    mats = [m for layer in fast.layers for m in (layer.qkv, layer.out, layer.fc1, layer.gate, layer.fc2) if m]
+    mats.append((fast.head, None))
+    xs = {w.shape[1]: torch.randn(1, 1, w.shape[1], device=device) for w, _ in mats}
+    return lambda: [kernels.linear(xs[w.shape[1]], w, b) for w, b in mats]
 
 
 def step_at(gpt: torch.nn.Module, length: int, vocab_size: int, device: str, seed: int) -> Callable[[], torch.Tensor]:
@@ -151,6 +167,7 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
                 "step_last": step_at(gpt, prompt_len + new - window // 2, cfg.vocab_size, settings.device, settings.seed),
                 "copy": lambda: dst.copy_(src),
                 "sum": lambda: src.sum(),
+                "products": products_only(gpt, settings.device),
             }, settings, baseline="step_first")
             step_runs, run_stalls = [], []
             for _ in range(max(3, settings.rounds // 2)):  # same stall filter as compare()
@@ -168,6 +185,8 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
         frac_copy = wbytes * paired["ratio"]["copy"] / (2 * src.nbytes)
         frac_read = wbytes * paired["ratio"]["sum"] / src.nbytes
         bw = max(2 * src.nbytes / paired["median_s"]["copy"], src.nbytes / paired["median_s"]["sum"]) / 1e9
+        r_prod = paired["ratio"]["products"]  # bare products' time / decode step's time
+        products_frac = max(frac_copy, frac_read) / r_prod  # the same weight bytes in the products' time
         steps = [statistics.median(col) for col in zip(*(step_runs[i][1] for i in kept))]  # per-step median
         prefill_s = statistics.median(step_runs[i][0] for i in kept)
         _, _, ids, cache = step_runs[-1]
@@ -192,6 +211,7 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
             "profile": profile, "weight_bytes_per_token": wbytes, "decode_tok_s": decode_tok_s,
             "decode_gbs": wbytes * decode_tok_s / 1e9,
             "bandwidth_gbs": bw, "fraction_of_bandwidth": max(frac_copy, frac_read),
+            "products_over_step": r_prod, "products_fraction_of_bandwidth": products_frac,
         })
         log(f"  generate {shape} +{new}: cache speedup {rows[-1]['cache_speedup']:.2f}x, attnlib/HF tok/s "
             f"{rows[-1]['attnlib_over_hf_tok_s']:.2f}x, last/first window {flat:.2f}, decode "

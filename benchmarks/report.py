@@ -42,7 +42,7 @@ def render_env(doc: dict) -> str:
     total = sum(len(b["rounds"]) for b in _comparisons(doc))
     noisy = sum(b["noisy"] for b in _comparisons(doc))
     rows = [
-        ["run", f"`python -m benchmarks --{s['mode']}` at {env['utc']} ({env['seconds']} s)"],
+        ["run", f"`python -m benchmarks --{s['mode']}{_compile_flag(doc)}` at {env['utc']} ({env['seconds']} s)"],
         ["machine", f"{env['device_name']}, {env['cpu_count']} cores; {env['threads']} thread(s) used"],
         ["software", f"torch {env['torch']}, transformers {env['transformers']}, Python {env['python']}"],
         ["dtype", env["dtype"]],
@@ -55,6 +55,11 @@ def render_env(doc: dict) -> str:
                          f"median round stall {sorted(stalls)[len(stalls) // 2]:.1%}" if stalls else "not available"],
     ]
     return _md_table(["", ""], rows)
+
+
+def _compile_flag(doc: dict) -> str:
+    runs = doc["benchmarks"].get("fastpaths", {}).get("runs", [])
+    return " --compile" if any(r.get("compile") for r in runs) else ""
 
 
 def _comparisons(doc: dict) -> list[dict]:
@@ -74,19 +79,21 @@ def render_targets(doc: dict) -> str:
 
 
 def render_attention(doc: dict) -> str:
+    """Two narrow tables (time, then memory) and the kernel SDPA chose."""
     att = doc["benchmarks"]["attention"]
-    rows = []
+    times, mem, kernels = [], [], set()
     for r, c in zip(att["sizes"], att["causal"]):
         m = r["timing"]["median_s"]
-        rows.append([r["T"], m["torch_sdpa"] * 1e3, r["overhead"], r["math_over_sdpa"],
-                     r["memory"]["attnlib_sdpa"]["peak_bytes"] / MIB, r["memory"]["attnlib_math"]["peak_bytes"] / MIB,
-                     r["tt_bytes"] / MIB, r["math_peak_in_tt"], c["mask_over_is_causal"],
-                     c["timing"]["ratio"]["torch_bool_mask"] / c["timing"]["ratio"]["torch_is_causal"],
-                     c["memory"]["bool_mask"]["peak_bytes"] / MIB,
-                     ", ".join(f"`{k}`" for k in r["memory"]["attnlib_sdpa"]["sdpa_kernels"])])
-    return _md_table(["T", "torch SDPA ms", "attnlib sdpa / torch", "math / sdpa", "sdpa peak MiB", "math peak MiB",
-                      "one TxT MiB", "math peak in TxT", "mask / is_causal", "same, torch direct",
-                      "bool-mask peak MiB", "kernel"], rows)
+        times.append([r["T"], m["torch_sdpa"] * 1e3, r["overhead"], r["math_over_sdpa"], c["mask_over_is_causal"],
+                      c["timing"]["ratio"]["torch_bool_mask"] / c["timing"]["ratio"]["torch_is_causal"]])
+        mem.append([r["T"], r["memory"]["attnlib_sdpa"]["peak_bytes"] / MIB, r["memory"]["attnlib_math"]["peak_bytes"] / MIB,
+                    r["tt_bytes"] / MIB, r["math_peak_in_tt"], c["memory"]["bool_mask"]["peak_bytes"] / MIB])
+        kernels.update(r["memory"]["attnlib_sdpa"]["sdpa_kernels"])
+    return (_md_table(["T", "torch SDPA ms", "attnlib sdpa / torch", "math / sdpa", "mask / is_causal",
+                       "same, torch direct"], times) + "\n"
+            + _md_table(["T", "sdpa peak MiB", "math peak MiB", "one TxT MiB", "math peak in TxT",
+                         "bool-mask peak MiB"], mem)
+            + "\nKernel SDPA ran (from the profiler): " + ", ".join(f"`{k}`" for k in sorted(kernels)) + ".\n")
 
 
 def render_models(doc: dict) -> str:
@@ -96,7 +103,7 @@ def render_models(doc: dict) -> str:
         rows.append([r["shape"], r["T"], m["hf_sdpa"] * 1e3, r["attnlib_over_hf"], r["eager_over_sdpa"],
                      r["gflops"]["attnlib"], r.get("matmul_gflops"), frac.get("attnlib"), frac.get("hf_sdpa")])
     return _md_table(["shape", "T", "HF sdpa ms", "attnlib / HF sdpa", "HF eager / HF sdpa", "attnlib GFLOP/s",
-                      "matmul GFLOP/s", "attnlib of matmul", "HF of matmul"], rows)
+                      "torch.mm GFLOP/s", "attnlib / torch.mm", "HF / torch.mm"], rows)
 
 
 def _profile_lines(runs: list[dict], label, who: tuple[str, str]) -> str:
@@ -123,16 +130,19 @@ def render_gen_profile(doc: dict) -> str:
 
 
 def render_generation(doc: dict) -> str:
-    rows = []
+    """Speed, then cost per token (two narrow tables)."""
+    speed, cost = [], []
     for r in doc["benchmarks"]["generation"]["runs"]:
-        t = r["tokens_per_s"]
-        rows.append([r["shape"], f"{r['prompt']}+{r['new']}", t["attnlib_no_cache"], t["attnlib_cache"], t["hf_cache"],
-                     r["cache_speedup"], r["attnlib_over_hf_tok_s"], r["last_over_first_window"], r["decode_gbs"],
-                     r.get("bandwidth_gbs"), r["fraction_of_bandwidth"],
+        t, run = r["tokens_per_s"], f"{r['shape']} {r['prompt']}+{r['new']}"
+        speed.append([run, t["attnlib_no_cache"], t["attnlib_cache"], t["hf_cache"], r["cache_speedup"],
+                      r["attnlib_over_hf_tok_s"]])
+        cost.append([run, r["last_over_first_window"], r["decode_gbs"], r.get("bandwidth_gbs"), r["fraction_of_bandwidth"],
+                     r.get("products_over_step"), r.get("products_fraction_of_bandwidth"),
                      f"{r['kv_cache']['nbytes']} = {r['kv_cache']['formula']}"])
-    return _md_table(["shape", "prompt+new", "no-cache tok/s", "KVCache tok/s", "HF tok/s", "cache speedup",
-                      "attnlib / HF tok/s", "last / first window", "decode GB/s", "copy/read GB/s", "of bandwidth",
-                      "KVCache.nbytes = formula"], rows)
+    return (_md_table(["run", "no-cache tok/s", "KVCache tok/s", "HF tok/s", "cache speedup", "attnlib / HF tok/s"],
+                      speed) + "\n"
+            + _md_table(["run", "last / first window", "decode GB/s", "copy/read GB/s", "step of bandwidth",
+                         "products alone / step", "products of bandwidth", "KVCache.nbytes = formula"], cost))
 
 
 def render_fastpaths(doc: dict) -> str:
@@ -140,13 +150,15 @@ def render_fastpaths(doc: dict) -> str:
     if fp is None:
         return ("*Not in the stored run* (it predates the fast paths): `python -m benchmarks --quick` "
                 "measures them; store a run from a quiet machine.\n")
-    rows = [[r["shape"], r["T"], r["cache_len"], r["fused_over_unfused"], r["preallocated_over_concat"],
-             r.get("onednn_over_f_linear"), r.get("onednn_step_over_f_linear_step"), r["attnlib_over_raw_step"],
-             r.get("generate_loop_over_raw_step"), r.get("generate_loop_us_per_token"),
-             r["compile"]["ratio"]["compiled"] if r.get("compile") else "not run"] for r in fp["runs"]]
-    return _md_table(["shape", "T", "cache tokens", "fused q/k/v / three linears", "preallocated / concatenated",
-                      "oneDNN / F.linear forward", "oneDNN / F.linear step", "forward step / raw loop",
-                      "generate step / raw loop", "generate step - raw, us", "compiled / eager"], rows)
+    kernels = [[r["shape"], r["T"], r["cache_len"], r["fused_over_unfused"], r["preallocated_over_concat"],
+                r.get("onednn_over_f_linear"), r.get("onednn_step_over_f_linear_step"),
+                r["compile"]["ratio"]["compiled"] if r.get("compile") else "not run"] for r in fp["runs"]]
+    python = [[r["shape"], r["cache_len"], r["overhead"]["median_s"]["raw_sdpa_loop"] * 1e3, r["attnlib_over_raw_step"],
+               r.get("generate_loop_over_raw_step"), r.get("generate_loop_us_per_token")] for r in fp["runs"]]
+    return (_md_table(["shape", "T", "cache tokens", "fused q/k/v / 3 linears", "preallocated / concatenated",
+                       "oneDNN / F.linear forward", "oneDNN / F.linear step", "compiled / eager"], kernels) + "\n"
+            + _md_table(["shape", "cache tokens", "raw loop step ms", "forward step / raw", "generate step / raw",
+                         "generate - raw, us"], python))
 
 
 def render_smollm2(doc: dict) -> str:

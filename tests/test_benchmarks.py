@@ -2,7 +2,7 @@
 
 What is checked: the JSON schema, that ratios are the medians of per-round ratios, that stalled
 rounds are discarded, that the profiler-based peak memory sees the (T, T) tensors of the math path
-and not of the fused kernel, and that the stored --quick results and the book page agree.
+and not of the fused kernel, and that the stored --full results and the book page agree.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from benchmarks.__main__ import SCHEMA, main, settings_for
 from benchmarks.report import render_page
 
 ROOT = Path(__file__).resolve().parents[1]
-STORED = ROOT / "benchmarks" / "results" / "quick_cpu.json"
+STORED = ROOT / "benchmarks" / "results" / "full_cpu.json"  # the run the page shows
 PAGE = ROOT / "book" / "benchmarks.md"
 
 
@@ -83,7 +83,8 @@ def check_document(doc: dict, benchmarks: set[str]) -> None:
             assert run["cache_speedup"] == run["timing"]["ratio"]["attnlib_no_cache"]
             assert run["kv_cache"]["nbytes"] == run["kv_cache"]["formula"]
             assert len(run["step_s"]) == run["new"]
-            check_comparison(run["paired_steps"], {"step_first", "step_last", "copy", "sum"})
+            check_comparison(run["paired_steps"], {"step_first", "step_last", "copy", "sum", "products"})
+            assert 0 < run["products_over_step"] and run["products_fraction_of_bandwidth"] > 0
             assert run["last_over_first_window"] == run["paired_steps"]["ratio"]["step_last"]
             assert 0 < run["fraction_of_bandwidth"]
             assert run["tokens_per_s"]["attnlib_cache"] == pytest.approx(run["new"] / run["timing"]["median_s"]["attnlib_cache"])
@@ -209,14 +210,14 @@ def test_report_fills_generated_blocks_and_refuses_unknown_ones() -> None:
         render_page("<!-- BEGIN generated:nonsense -->\n<!-- END generated:nonsense -->", doc)
 
 
-def test_stored_quick_results_and_book_page_agree() -> None:
+def test_stored_full_results_and_book_page_agree() -> None:
     doc = json.loads(STORED.read_text())
-    assert doc["settings"]["mode"] == "quick" and doc["env"]["device"] == "cpu"
-    # runs stored before the fast paths existed have no "fastpaths" entry; newer ones must check out
-    check_document(doc, {"attention", "models", "generation"} | ({"fastpaths"} & set(doc["benchmarks"])))
+    assert doc["settings"]["mode"] == "full" and doc["env"]["device"] == "cpu"
+    check_document(doc, {"attention", "models", "generation", "fastpaths"})
+    assert any(r["compile"] for r in doc["benchmarks"]["fastpaths"]["runs"])  # the torch.compile variant ran
     page = PAGE.read_text()
     for name in ("attention", "models", "generation"):
-        png = f"quick_cpu_{name}.png"
+        png = f"full_cpu_{name}.png"
         assert (STORED.parent / png).exists()
         assert f"../benchmarks/results/{png}" in page
     # the page's tables are the stored numbers: re-rendering from the JSON changes nothing

@@ -134,3 +134,21 @@ def test_onednn_linear_equals_f_linear(monkeypatch):
     lin = kernels.Linear(256, 512)
     assert isinstance(lin, nn.Linear) and repr(lin) == repr(nn.Linear(256, 512))
     assert set(lin.state_dict()) == {"weight", "bias"}
+
+
+def test_rope_models_run_under_inference_mode():
+    """Inference-mode tensors have no version counter: RoPE must not rely on one there (it did)."""
+    gpt = model_for("llama")
+    ids = torch.randint(0, 97, (2, 12), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        want = gpt(ids).logits
+        cache = KVCache()
+        gpt(ids[:, :7], cache=cache)
+        want_step = gpt(ids[:, 7:], cache=cache).logits
+    with torch.inference_mode():
+        torch.testing.assert_close(gpt(ids).logits, want)
+        cache = KVCache()
+        gpt(ids[:, :7], cache=cache)
+        torch.testing.assert_close(gpt(ids[:, 7:], cache=cache).logits, want_step)
+        fast = gpt.generate(ids[:, :5], 6, temperature=0.0)
+    assert torch.equal(fast, gpt.generate(ids[:, :5], 6, temperature=0.0, use_cache=False))

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from ..cache import KVCache
+from ..decode import FastDecoder
 from ..generation import sample_next
 from ..models import GPT
 from ._common import load_exact
@@ -168,8 +169,14 @@ def stream_reply(model: GPT, tok: GGUFTokenizer, messages: Sequence[dict[str, st
     device = next(model.parameters()).device
     step = torch.tensor([tok.chat(messages)], device=device)  # (1, T): the prompt first
     cache, new, shown = KVCache(), [], ""
+    cache.reserve(max_new_tokens)
+    model.check_ids(step)
+    # generate's decode step (attnlib/decode.py) while the reply fits the context; past it the
+    # model's own forward, which says so at the step that would not fit
+    fits = step.shape[1] + max_new_tokens <= model.cfg.max_len
+    fast = FastDecoder.for_model(model) if fits else None
     for _ in range(max_new_tokens):
-        logits = model(step, cache=cache).logits[:, -1]  # (1, vocab)
+        logits = fast.step(step, cache) if fast is not None else model(step, cache=cache).logits[:, -1]  # (1, vocab)
         nxt = sample_next(logits, temperature=temperature, top_p=top_p, generator=generator)  # (1, 1)
         if int(nxt) == tok.eos_id:
             break

@@ -303,49 +303,12 @@
     }
 
     function wire() {
-      svg.addEventListener("mouseover", function (e) {
-        var t = e.target;
-        if (t.classList && t.classList.contains("attnlib-cell")) showTip(+t.getAttribute("data-row") * geo.tk + +t.getAttribute("data-col"));
-      });
-      svg.addEventListener("mouseleave", hideTip);
-      svg.addEventListener("click", function (e) {
-        var t = e.target, r = t.getAttribute && t.getAttribute("data-row");
-        if (r !== null && r !== undefined) selectRow(+r);
-      });
-      svg.addEventListener("focus", function (e) { if (e.target === svg) moveCursor(state.cur[0], state.cur[1]); });
-      svg.addEventListener("blur", function () { cursor.setAttribute("visibility", "hidden"); hideTip(); });
-      svg.addEventListener("keydown", function (e) {
-        var t = e.target, key = e.key, r;
-        if (t !== svg) { /* a row label */
-          r = +t.getAttribute("data-row");
-          if (key === "Enter" || key === " ") selectRow(r);
-          else if (key === "ArrowDown" && r + 1 < geo.tq) rowLabels[r + 1].focus();
-          else if (key === "ArrowUp" && r > 0) rowLabels[r - 1].focus();
-          else if (key === "Escape") selectRow(-1);
-          else return;
-          e.preventDefault();
-          return;
-        }
-        var i = state.cur[0], j = state.cur[1];
-        if (key === "ArrowDown") moveCursor(i + 1, j);
-        else if (key === "ArrowUp") moveCursor(i - 1, j);
-        else if (key === "ArrowRight") moveCursor(i, j + 1);
-        else if (key === "ArrowLeft") moveCursor(i, j - 1);
-        else if (key === "Home") moveCursor(i, 0);
-        else if (key === "End") moveCursor(i, geo.tk - 1);
-        else if (key === "Enter" || key === " ") selectRow(i);
-        else if (key === "Escape") { selectRow(-1); hideTip(); }
-        else return;
-        e.preventDefault();
-      });
+      window.attnlibWireHeatmap({ svg: svg, cursor: cursor, rowLabels: rowLabels, rows: geo.tq, cols: geo.tk,
+        cur: function () { return state.cur; }, moveCursor: moveCursor, selectRow: selectRow,
+        showTip: showTip, hideTip: hideTip });
     }
 
-    root.addEventListener("keydown", function (e) {
-      if (e.key === "Escape" && e.target.tagName !== "svg") selectRow(-1);
-      /* keys typed in the explorer are its own: JupyterLab listens on document (bubbling) and would
-         otherwise also act on them (arrows move between cells, Enter edits, "a"/"b"/"d d" edit cells) */
-      if (!(e.ctrlKey || e.metaKey || e.altKey || (e.shiftKey && e.key === "Enter"))) e.stopPropagation();
-    });
+    window.attnlibKeepKeys(root, function () { return true; }, function () { selectRow(-1); });
     build();
   }
 

@@ -152,7 +152,7 @@ class Explorer(HtmlOutput):
             f"<style>{_asset('explorer.css')}</style>"
             f"{self._still()}"
             f'<script type="application/json" class="attnlib-data">{self._json}</script>'
-            f"<script>{_asset('explorer.js')}</script>"
+            f"<script>{_asset('heatmap_keys.js')}\n{_asset('explorer.js')}</script>"
             "</div>"
         )
         if not full_page:

@@ -554,47 +554,11 @@
       showTip(S.cur[0] * geo.T + S.cur[1]);
     }
     function wire() {
-      svg.addEventListener("mouseover", function (e) {
-        var t = e.target;
-        if (t.classList && t.classList.contains("attnlib-cell")) showTip(+t.getAttribute("data-row") * geo.T + +t.getAttribute("data-col"));
-      });
-      svg.addEventListener("mouseleave", hideTip);
-      svg.addEventListener("click", function (e) {
-        var r = e.target.getAttribute && e.target.getAttribute("data-row");
-        if (r !== null && r !== undefined) selectRow(+r);
-      });
-      svg.addEventListener("focus", function (e) { if (e.target === svg) moveCursor(S.cur[0], S.cur[1]); });
-      svg.addEventListener("blur", function () { cursor.setAttribute("visibility", "hidden"); hideTip(); });
-      svg.addEventListener("keydown", function (e) {
-        var t = e.target, key = e.key, r;
-        if (t !== svg) {
-          r = +t.getAttribute("data-row");
-          if (key === "Enter" || key === " ") selectRow(r);
-          else if (key === "ArrowDown" && r + 1 < geo.T) rowLabels[r + 1].focus();
-          else if (key === "ArrowUp" && r > 0) rowLabels[r - 1].focus();
-          else if (key === "Escape") selectRow(-1);
-          else return;
-          e.preventDefault();
-          return;
-        }
-        var i = S.cur[0], j = S.cur[1];
-        if (key === "ArrowDown") moveCursor(i + 1, j);
-        else if (key === "ArrowUp") moveCursor(i - 1, j);
-        else if (key === "ArrowRight") moveCursor(i, j + 1);
-        else if (key === "ArrowLeft") moveCursor(i, j - 1);
-        else if (key === "Home") moveCursor(i, 0);
-        else if (key === "End") moveCursor(i, geo.T - 1);
-        else if (key === "Enter" || key === " ") selectRow(i);
-        else if (key === "Escape") { selectRow(-1); hideTip(); }
-        else return;
-        e.preventDefault();
-      });
+      window.attnlibWireHeatmap({ svg: svg, cursor: cursor, rowLabels: rowLabels, rows: geo.T, cols: geo.T,
+        cur: function () { return S.cur; }, moveCursor: moveCursor, selectRow: selectRow,
+        showTip: showTip, hideTip: hideTip });
     }
-    root.addEventListener("keydown", function (e) {
-      if (e.key === "Escape" && e.target.tagName !== "svg" && e.target !== input) selectRow(-1);
-      /* keys typed here are the page's own: JupyterLab would also act on them (see explorer.js) */
-      if (!(e.ctrlKey || e.metaKey || e.altKey || (e.shiftKey && e.key === "Enter"))) e.stopPropagation();
-    });
+    window.attnlibKeepKeys(root, function (t) { return t !== input; }, function () { selectRow(-1); });
 
     /* for the tests and the curious: the same functions the page uses */
     root.attnlibLive = {

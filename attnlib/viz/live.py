@@ -141,7 +141,7 @@ class LiveModel(HtmlOutput):
             f"<style>{_asset('explorer.css')}{_asset('live.css')}</style>"
             f'<div class="attnlib-noscript">{self._fallback}</div>'
             f'<script type="application/json" class="attnlib-live-data">{self._json}</script>'
-            f"<script>{_asset('live.js')}</script>"
+            f"<script>{_asset('heatmap_keys.js')}\n{_asset('live.js')}</script>"
             "</div>"
         )
         if not full_page:
