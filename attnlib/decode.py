@@ -81,7 +81,7 @@ class _Layer:
         mha, ffn = layer.self_attn, layer.ffn
         self.norm_first = layer.norm_first
         self.norm1, self.norm3 = _Norm(layer.norm1), _Norm(layer.norm3)
-        self.qkv = mha.fused_qkv()  # (C + 2 G D, C) and its bias; rebuilt for every generate call
+        self.qkv = mha.fused_qkv()  # (C + 2 G D, C) and its bias, as the module keeps them
         self.out = (mha.out_proj.weight, mha.out_proj.bias)
         self.heads, self.kv_heads, self.head_dim = mha.n_heads, mha.n_kv_heads, mha.head_dim
         self.fc1, self.fc2 = (ffn.fc1.weight, ffn.fc1.bias), (ffn.fc2.weight, ffn.fc2.bias)

@@ -152,3 +152,17 @@ def test_rope_models_run_under_inference_mode():
         torch.testing.assert_close(gpt(ids[:, 7:], cache=cache).logits, want_step)
         fast = gpt.generate(ids[:, :5], 6, temperature=0.0)
     assert torch.equal(fast, gpt.generate(ids[:, :5], 6, temperature=0.0, use_cache=False))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["gpt2", "llama"])
+def test_fast_steps_on_cuda(layout):
+    """On a GPU kernels.linear is F.linear; the fast loop must still equal the forward (bf16)."""
+    gpt = model_for(layout).to("cuda", torch.bfloat16)
+    ids = torch.randint(0, 97, (2, 12), generator=torch.Generator().manual_seed(1)).cuda()
+    ours, ref = KVCache(), KVCache()
+    with torch.no_grad():
+        fast = FastDecoder.for_model(gpt)
+        for a, b in [(0, 8), (8, 9), (9, 12)]:
+            torch.testing.assert_close(fast.step(ids[:, a:b], ours), gpt(ids[:, a:b], cache=ref).logits[:, -1],
+                                       atol=2e-2, rtol=2e-2)
