@@ -101,9 +101,11 @@ def render_models(doc: dict) -> str:
     for r in doc["benchmarks"]["models"]["runs"]:
         m, frac = r["timing"]["median_s"], r["fraction_of_matmul_peak"] or {}
         rows.append([r["shape"], r["T"], m["hf_sdpa"] * 1e3, r["attnlib_over_hf"], r["eager_over_sdpa"],
-                     r["gflops"]["attnlib"], r.get("matmul_gflops"), frac.get("attnlib"), frac.get("hf_sdpa")])
-    return _md_table(["shape", "T", "HF sdpa ms", "attnlib / HF sdpa", "HF eager / HF sdpa", "attnlib GFLOP/s",
-                      "torch.mm GFLOP/s", "attnlib / torch.mm", "HF / torch.mm"], rows)
+                     r["gflops"]["attnlib"], frac.get("attnlib"), frac.get("hf_sdpa")])
+    mm = sorted(r["matmul_gflops"] for r in doc["benchmarks"]["models"]["runs"] if r.get("matmul_gflops"))
+    note = f"\nThe in-run `torch.mm` (mm) reached {mm[0]:.0f} to {mm[-1]:.0f} GFLOP/s.\n" if mm else ""
+    return _md_table(["shape", "T", "HF ms", "attnlib / HF", "eager / HF", "attnlib GFLOP/s", "attnlib / mm",
+                      "HF / mm"], rows) + note
 
 
 def _profile_lines(runs: list[dict], label, who: tuple[str, str]) -> str:
@@ -131,18 +133,19 @@ def render_gen_profile(doc: dict) -> str:
 
 def render_generation(doc: dict) -> str:
     """Speed, then cost per token (two narrow tables)."""
-    speed, cost = [], []
+    speed, cost, nbytes = [], [], []
     for r in doc["benchmarks"]["generation"]["runs"]:
         t, run = r["tokens_per_s"], f"{r['shape']} {r['prompt']}+{r['new']}"
         speed.append([run, t["attnlib_no_cache"], t["attnlib_cache"], t["hf_cache"], r["cache_speedup"],
                       r["attnlib_over_hf_tok_s"]])
         cost.append([run, r["last_over_first_window"], r["decode_gbs"], r.get("bandwidth_gbs"), r["fraction_of_bandwidth"],
-                     r.get("products_over_step"), r.get("products_fraction_of_bandwidth"),
-                     f"{r['kv_cache']['nbytes']} = {r['kv_cache']['formula']}"])
+                     r.get("products_over_step"), r.get("products_fraction_of_bandwidth")])
+        nbytes.append(f"{run}: {r['kv_cache']['nbytes']:,} = {r['kv_cache']['formula']:,}")
     return (_md_table(["run", "no-cache tok/s", "KVCache tok/s", "HF tok/s", "cache speedup", "attnlib / HF tok/s"],
                       speed) + "\n"
-            + _md_table(["run", "last / first window", "decode GB/s", "copy/read GB/s", "step of bandwidth",
-                         "products alone / step", "products of bandwidth", "KVCache.nbytes = formula"], cost))
+            + _md_table(["run", "last / first", "decode GB/s", "probe GB/s", "step of probe", "products / step",
+                         "products of probe"], cost)
+            + "\n`KVCache.nbytes` after the loop = the formula: " + "; ".join(nbytes) + ".\n")
 
 
 def render_fastpaths(doc: dict) -> str:
@@ -155,8 +158,8 @@ def render_fastpaths(doc: dict) -> str:
                 r["compile"]["ratio"]["compiled"] if r.get("compile") else "not run"] for r in fp["runs"]]
     python = [[r["shape"], r["cache_len"], r["overhead"]["median_s"]["raw_sdpa_loop"] * 1e3, r["attnlib_over_raw_step"],
                r.get("generate_loop_over_raw_step"), r.get("generate_loop_us_per_token")] for r in fp["runs"]]
-    return (_md_table(["shape", "T", "cache tokens", "fused q/k/v / 3 linears", "preallocated / concatenated",
-                       "oneDNN / F.linear forward", "oneDNN / F.linear step", "compiled / eager"], kernels) + "\n"
+    return (_md_table(["shape", "T", "cache", "fused / 3 linears", "prealloc / concat", "oneDNN / F.linear fwd",
+                       "oneDNN / F.linear step", "compiled / eager"], kernels) + "\n"
             + _md_table(["shape", "cache tokens", "raw loop step ms", "forward step / raw", "generate step / raw",
                          "generate - raw, us"], python))
 
@@ -166,15 +169,15 @@ def render_smollm2(doc: dict) -> str:
     if not SMOLLM2_JSON.exists():
         return "*No SmolLM2 run stored*: `python -m benchmarks --full --only smollm2` writes it.\n"
     sm = json.loads(SMOLLM2_JSON.read_text())
-    rows = [[f"{r['prompt']}+{r['new']}", r["threads"], r["tokens_per_s"]["attnlib_cache"],
-             r["tokens_per_s"]["hf_generate"], r["attnlib_over_hf_tok_s"], f"{r['agreement']:.0%}",
-             r["decode_gbs"]] for r in sm["benchmarks"]["smollm2"]["runs"]]
-    t = [[x["name"], x["value"], f"{x['op']} {x['limit']}", {True: "met", False: "**missed**"}.get(x["met"], "n/a")]
-         for x in sm["targets"]]
-    return (f"Run at {sm['env']['utc']}, `--{sm['settings']['mode']}`, {sm['settings']['rounds']} rounds.\n\n"
-            + _md_table(["prompt+new", "threads", "attnlib tok/s", "transformers tok/s", "attnlib / transformers",
-                         "same tokens", "decode GB/s"], rows) + "\n"
-            + _md_table(["target", "measured", "goal", ""], t))
+    rows = [[f"{r['prompt']}+{r['new']}", r["tokens_per_s"]["attnlib_cache"], r["tokens_per_s"]["hf_generate"],
+             r["attnlib_over_hf_tok_s"], f"{r['agreement']:.0%}", r["decode_gbs"]] for r in sm["benchmarks"]["smollm2"]["runs"]]
+    verdict = {True: "met", False: "**missed**"}
+    targets = "; ".join(f"{x['name'].split(': ', 1)[-1]} {x['op']} {x['limit']}: {_num(x['value'])}, "
+                        f"{verdict.get(x['met'], 'n/a')}" for x in sm["targets"])
+    return (f"Run at {sm['env']['utc']}, `--{sm['settings']['mode']}`, {sm['settings']['threads']} thread, "
+            f"{sm['settings']['rounds']} rounds.\n\n"
+            + _md_table(["prompt+new", "attnlib tok/s", "HF tok/s", "attnlib / HF", "same tokens", "decode GB/s"], rows)
+            + f"\nTargets: {targets}.\n")
 
 
 def render_chapters(doc: dict) -> str:
