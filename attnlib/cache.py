@@ -99,17 +99,6 @@ class KVCache:
             return self.layer_len(layer_idx)
         return bufs[0].shape[-2]
 
-    def buffers(self, layer_idx: int) -> Optional[tuple[Tensor, Tensor]]:
-        """The key and value buffers (B, G, capacity, D) whose first ``layer_len`` positions are
-        layer ``layer_idx``'s keys/values, or None when that layer is not held in one (not yet
-        filled, concatenated under autograd, or reassigned). A decode loop that owns the cache
-        may write the next token's keys/values at position ``layer_len`` and set ``keys``/``values``
-        to the longer leading views itself (``attnlib.decode`` does)."""
-        bufs = KVCache._backing.get(self, {"layers": {}})["layers"].get(layer_idx)
-        if layer_idx >= len(self.keys) or bufs is None or not self._backs(layer_idx, bufs):
-            return None
-        return bufs
-
     def _backs(self, layer_idx: int, bufs: tuple[Tensor, Tensor]) -> bool:
         """Are layer ``layer_idx``'s keys/values still the leading views of ``bufs``? (Not after
         someone assigned other tensors to cache.keys, e.g. a copy or a concatenation.)"""
@@ -119,7 +108,9 @@ class KVCache:
 
     def _room(self, layer_idx: int, k: Tensor, end: int) -> tuple[Tensor, Tensor]:
         """Buffers for layer ``layer_idx`` with room for ``end`` tokens, holding what is held."""
-        backing = KVCache._backing.setdefault(self, {"layers": {}, "reserve": 0})
+        backing = KVCache._backing.get(self)
+        if backing is None:
+            backing = KVCache._backing.setdefault(self, {"layers": {}, "reserve": 0})
         bufs = backing["layers"].get(layer_idx)
         held = layer_idx < len(self.keys)
         if held and bufs is not None and self._backs(layer_idx, bufs):

@@ -4,17 +4,17 @@
 through ``nn.Module.__call__`` about twenty times per layer. For a big model that is nothing next
 to reading the weights; for a small one it is most of the time of a decode step. ``generate``
 validates its inputs once, owns its cache and samples ids that are in range by construction, so
-for a plain :class:`attnlib.GPT` it runs each step through :class:`FastDecoder`: the same
-submodules and the same arithmetic, with the modules' ``forward`` called directly and the fused
-q/k/v matmul, the in-place cache write and ``F.scaled_dot_product_attention`` spelled out. It
-returns the logits of the last position only (the only ones sampling reads), so the prompt's
-pass does not multiply every prompt token by the LM head.
+for a plain :class:`attnlib.GPT` it runs each step through :class:`FastDecoder`: the same weights
+and the same arithmetic without the module calls, with the fused q/k/v matmul, the RoPE rows
+(looked up once per step), ``KVCache.update`` and ``F.scaled_dot_product_attention`` spelled
+out. It returns the logits of the last position only (the only ones sampling reads), so the
+prompt's pass does not multiply every prompt token by the LM head.
 
 It is used only where it cannot differ from ``model(ids, cache=cache)``: exactly an
-``attnlib.GPT`` (not a subclass) built from attnlib's own layers, in eval mode, without forward
-hooks anywhere. Otherwise ``generate`` keeps calling the model. The tests compare the two paths
-for every layout switch (pre/post-norm, LayerNorm/RMSNorm, GELU/SwiGLU, learned/sinusoidal/RoPE
-positions, GQA, biases).
+``attnlib.GPT`` (not a subclass) built from attnlib's own layers, in eval mode, with no forward
+hooks anywhere and no ``forward`` replaced on an instance. Otherwise ``generate`` keeps calling
+the model. The tests compare the two paths for every layout switch (pre/post-norm,
+LayerNorm/RMSNorm, GELU/SwiGLU, learned/sinusoidal/RoPE positions, GQA, biases).
 """
 from __future__ import annotations
 
@@ -37,11 +37,12 @@ _POS = (type(None), LearnedPositionalEmbedding, SinusoidalPositionalEncoding)
 
 
 def _hooked(model: nn.Module) -> bool:
-    """Does any forward hook (global or on a submodule) expect to see the modules called?"""
+    """Does anything expect to see the modules called: a forward hook (global or on a submodule)
+    or a ``forward`` replaced on an instance (``module.forward = ...``)?"""
     g = nn.modules.module
     if g._global_forward_hooks or g._global_forward_pre_hooks:
         return True
-    return any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+    return any(m._forward_hooks or m._forward_pre_hooks or "forward" in m.__dict__ for m in model.modules())
 
 
 def _plain_layer(layer: Any) -> bool:
@@ -142,7 +143,7 @@ class FastDecoder:
         if rope is not None:  # the cos/sin rows of this step's positions, looked up once per step
             cos, sin = rope
             q, k = RotaryEmbedding.rotate(q, cos, sin), RotaryEmbedding.rotate(k, cos, sin)
-        k, v = self._append(cache, i, k, v, past)  # (B, G, past + T, D)
+        k, v = cache.update(i, k, v)  # (B, G, past + T, D): written in place into reserved room
         if past == 0 or T == 1:  # the prompt (lower triangle), or one new token (sees everything)
             mask, causal = None, T > 1
         else:  # T new tokens after `past` held ones: lower-right aligned triangle
@@ -150,19 +151,6 @@ class FastDecoder:
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
                                              enable_gqa=G != layer.heads)  # (B, H, T, D)
         return linear(out.transpose(1, 2).reshape(B, T, C), *layer.out)
-
-    @staticmethod
-    def _append(cache: KVCache, i: int, k: Tensor, v: Tensor, past: int) -> tuple[Tensor, Tensor]:
-        """cache.update(i, k, v), writing straight into the layer's buffers when they have room."""
-        bufs = cache.buffers(i) if past else None
-        end = past + k.shape[-2]
-        if bufs is None or bufs[0].shape[-2] < end or bufs[0].dtype != k.dtype:
-            return cache.update(i, k, v)  # first step, or out of room: the checked path
-        kb, vb = bufs
-        kb[:, :, past:end].copy_(k)
-        vb[:, :, past:end].copy_(v)
-        cache.keys[i], cache.values[i] = kb[:, :, :end], vb[:, :, :end]
-        return cache.keys[i], cache.values[i]
 
     @torch.no_grad()
     def step(self, ids: Tensor, cache: KVCache) -> Tensor:

@@ -81,6 +81,13 @@ def test_the_fast_path_steps_aside_where_it_could_differ():
         assert FastDecoder.for_model(gpt) is None
         handle.remove()
 
+        calls = []
+        gpt.forward = lambda *a, **k: calls.append(1) or GPT.forward(gpt, *a, **k)
+        assert FastDecoder.for_model(gpt) is None  # a forward replaced on the instance must run
+        gpt.generate(torch.tensor([[1, 2]]), 3, temperature=0.0)
+        assert len(calls) == 3
+        del gpt.forward
+
         class Mine(GPT):
             pass
 
@@ -166,3 +173,13 @@ def test_fast_steps_on_cuda(layout):
         for a, b in [(0, 8), (8, 9), (9, 12)]:
             torch.testing.assert_close(fast.step(ids[:, a:b], ours), gpt(ids[:, a:b], cache=ref).logits[:, -1],
                                        atol=2e-2, rtol=2e-2)
+
+
+def test_generate_appends_through_kvcache_update(monkeypatch):
+    """Every step of every layer goes through KVCache.update (one token per decode step)."""
+    gpt = model_for("llama")
+    seen = []
+    update = KVCache.update
+    monkeypatch.setattr(KVCache, "update", lambda self, i, k, v: seen.append((i, k.shape[-2])) or update(self, i, k, v))
+    gpt.generate(torch.tensor([[1, 2, 3, 4]]), 3, temperature=0.0)
+    assert seen == [(0, 4), (1, 4), (0, 1), (1, 1), (0, 1), (1, 1)]
