@@ -47,11 +47,13 @@ def test_update_errors():
         cache.update(2, torch.randn(2, 2, 1, 4), torch.randn(2, 2, 1, 4))
 
 
-@pytest.mark.parametrize("use_rope", [False, True])
-def test_mha_with_cache_equals_full_causal_attention(use_rope):
+@pytest.mark.parametrize("use_rope, n_kv_heads", [(False, None), (True, None), (True, 2)])
+def test_mha_with_cache_equals_full_causal_attention(use_rope, n_kv_heads):
+    """Chunks of 4, 1 and 2 tokens through the cache equal one causal pass (GQA: the cache
+    holds only the n_kv_heads key/value heads)."""
     torch.manual_seed(0)
-    mha = MultiHeadAttention(16, 4).eval()
-    rope = RotaryEmbedding(4) if use_rope else None
+    mha = MultiHeadAttention(16, 4, n_kv_heads=n_kv_heads).eval()
+    rope = RotaryEmbedding(4, base=1e5 if n_kv_heads else 10000.0) if use_rope else None
     x = torch.randn(2, 7, 16)
     full, full_w = mha(x, is_causal=True, rope=rope, need_weights=True)
     cache, outs = KVCache(), []
@@ -61,6 +63,7 @@ def test_mha_with_cache_equals_full_causal_attention(use_rope):
         outs.append(out)
     torch.testing.assert_close(torch.cat(outs, 1), full, atol=1e-5, rtol=1e-5)
     assert cache.seq_len == 7
+    assert cache.keys[0].shape == (2, n_kv_heads or 4, 7, 4)
 
 
 def test_cross_attention_keys_computed_once():
@@ -290,21 +293,11 @@ def test_gqa_cache_holds_only_the_key_value_heads(n_kv_heads):
     assert cache.nbytes * H == 2 * L * B * 9 * C * 4 * n_kv_heads  # H / G times smaller than multi-head
 
 
-def test_gqa_mha_with_cache_equals_full_causal_attention():
+def test_gqa_cross_attention_cache_is_computed_once():
+    """Cross-attention over a context: the G key/value heads are computed once and reused."""
     torch.manual_seed(0)
     mha = MultiHeadAttention(16, 4, n_kv_heads=2).eval()
-    rope = RotaryEmbedding(4, base=1e5)
-    x = torch.randn(2, 7, 16)
-    full, full_w = mha(x, is_causal=True, rope=rope, need_weights=True)
-    cache, outs = KVCache(), []
-    for start, stop in ((0, 4), (4, 5), (5, 7)):
-        out, w = mha(x[:, start:stop], is_causal=True, cache=cache, rope=rope, need_weights=True)
-        torch.testing.assert_close(w, full_w[:, :, start:stop, :stop], atol=1e-6, rtol=1e-5)
-        outs.append(out)
-    torch.testing.assert_close(torch.cat(outs, 1), full, atol=1e-5, rtol=1e-5)
-    assert cache.keys[0].shape == (2, 2, 7, 4)
-    # cross-attention over a context: the G key/value heads are computed once and reused
-    ctx = torch.randn(2, 5, 16)
+    x, ctx = torch.randn(2, 7, 16), torch.randn(2, 5, 16)
     cache = KVCache()
     a, _ = mha(x[:, :3], ctx, cache=cache)
     assert cache.get_cross(0)[0].shape == (2, 2, 5, 4)
