@@ -16,6 +16,7 @@ DEFAULT_JSON = ROOT / "benchmarks" / "results" / "full_cpu.json"
 DEFAULT_PAGE = ROOT / "book" / "benchmarks.md"
 GPU_JSON = ROOT / "benchmarks" / "results" / "quick_cuda.json"  # written by benchmarks/gpu_run.sh
 SMOLLM2_JSON = ROOT / "benchmarks" / "results" / "full_cpu_smollm2.json"  # python -m benchmarks --full --only smollm2
+THREADS2_JSON = ROOT / "benchmarks" / "results" / "full_cpu_generation_2threads.json"  # both cores
 NOTEBOOK_TIMES = ROOT / "benchmarks" / "results" / "notebook_times.json"  # scripts/execute_notebooks.py
 BLOCK = re.compile(r"(<!-- BEGIN generated:(\w+) -->\n)(.*?)(<!-- END generated:\2 -->)", re.S)
 MIB = 2**20
@@ -148,6 +149,22 @@ def render_generation(doc: dict) -> str:
             + "\n`KVCache.nbytes` after the loop = the formula: " + "; ".join(nbytes) + ".\n")
 
 
+def render_generation_threads(doc: dict) -> str:
+    """The generation benchmark again with both of the machine's cores (its own JSON:
+    ``python -m benchmarks --full --only generation --threads 2 --out <THREADS2_JSON>``)."""
+    if not THREADS2_JSON.exists():
+        return ("*No two-thread run stored*: `python -m benchmarks --full --only generation --threads 2 "
+                f"--out benchmarks/results/{THREADS2_JSON.name}` writes it.\n")
+    two = json.loads(THREADS2_JSON.read_text())
+    env, cal = two["env"], two["calibration"]
+    verdict = {True: "met", False: "**missed**", None: "n/a"}
+    rows = [[t["name"], t["value"], f"{t['op']} {t['limit']}", verdict[t["met"]]] for t in two["targets"]]
+    return (f"Run at {env['utc']} ({env['seconds']} s), `--{two['settings']['mode']} --only generation "
+            f"--threads {env['threads']}`; in-run matmul {cal['matmul']['gflops']:.0f} GFLOP/s, "
+            f"bandwidth {cal['bandwidth']['gbs']:.1f} GB/s ({cal['bandwidth']['bytes'] // MIB} MiB).\n\n"
+            + render_generation(two) + "\n" + _md_table(["target", "measured", "goal", ""], rows))
+
+
 def render_fastpaths(doc: dict) -> str:
     fp = doc["benchmarks"].get("fastpaths")
     if fp is None:
@@ -219,7 +236,8 @@ def render_gpu_doc(gpu: dict) -> str:
 
 RENDER = {"env": render_env, "targets": render_targets, "attention": render_attention, "models": render_models,
           "profile": render_profile, "generation": render_generation,
-          "gen_profile": render_gen_profile, "fastpaths": render_fastpaths, "gpu": render_gpu,
+          "gen_profile": render_gen_profile, "generation_threads": render_generation_threads,
+          "fastpaths": render_fastpaths, "gpu": render_gpu,
           "smollm2": render_smollm2, "chapters": render_chapters}
 
 

@@ -225,6 +225,12 @@ def test_stored_full_results_and_book_page_agree() -> None:
     for t in doc["targets"]:  # and every target appears with its verdict
         assert t["name"] in page, t["name"]
     assert not any(isinstance(t["value"], float) and math.isnan(t["value"]) for t in doc["targets"])
+    # the two-thread generation run the page also shows: same code, both cores, every target listed
+    two = json.loads((STORED.parent / "full_cpu_generation_2threads.json").read_text())
+    assert two["settings"]["mode"] == "full" and two["env"]["threads"] == 2
+    check_document(two, {"generation"})
+    for t in two["targets"]:
+        assert t["name"] in page, t["name"]
 
 
 @pytest.mark.gpu
