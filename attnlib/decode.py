@@ -26,6 +26,7 @@ from torch import Tensor, nn
 
 from .attention import causal_mask
 from .cache import KVCache, cache_spec
+from . import kernels
 from .kernels import Linear, linear
 from .layers import DecoderLayer, Embeddings, FeedForward, activate
 from .mha import MultiHeadAttention
@@ -89,9 +90,9 @@ class _Layer:
         self.gate = None if ffn.gate is None else (ffn.gate.weight, ffn.gate.bias)
         self.activation = ffn.activation
 
-    def ffn(self, x: Tensor) -> Tensor:
-        gate = None if self.gate is None else linear(x, *self.gate)
-        return linear(activate(self.activation, linear(x, *self.fc1), gate), *self.fc2)
+    def ffn(self, x: Tensor, m: Optional[int]) -> Tensor:
+        gate = None if self.gate is None else linear(x, *self.gate, m)
+        return linear(activate(self.activation, linear(x, *self.fc1, m), gate), *self.fc2, m)
 
 
 class FastDecoder:
@@ -110,6 +111,9 @@ class FastDecoder:
         self.norm_f = None if model.norm_f is None else _Norm(model.norm_f)
         self.head = model.lm_head.weight  # (vocab, C), bias-free
         self.spec = cache_spec(model)
+        # a model larger than a last-level cache streams its weights from memory at every step,
+        # where oneDNN pays off for smaller products (see attnlib.kernels)
+        self.streamed = sum(p.numel() * p.element_size() for p in model.parameters()) > kernels.CACHE_BYTES
 
     @classmethod
     def for_model(cls, model: Any) -> Optional["FastDecoder"]:
@@ -132,11 +136,11 @@ class FastDecoder:
         return cls(model)
 
     def _attend(self, layer: _Layer, h: Tensor, cache: KVCache, i: int, past: int,
-                rope: Optional[tuple[Tensor, Tensor]]) -> Tensor:
+                rope: Optional[tuple[Tensor, Tensor]], m: Optional[int]) -> Tensor:
         """Self-attention of h (B, T, C) over the held tokens and itself -> (B, T, C)."""
         B, T, C = h.shape
         G, D = layer.kv_heads, layer.head_dim
-        q, k, v = linear(h, *layer.qkv).split([C, G * D, G * D], dim=-1)  # one matmul
+        q, k, v = linear(h, *layer.qkv, m).split([C, G * D, G * D], dim=-1)  # one matmul
         q = q.view(B, T, -1, D).transpose(1, 2)  # (B, H, T, D)
         k = k.view(B, T, G, D).transpose(1, 2)  # (B, G, T, D)
         v = v.view(B, T, G, D).transpose(1, 2)
@@ -150,7 +154,7 @@ class FastDecoder:
             mask, causal = causal_mask(T, past + T, device=h.device), False
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
                                              enable_gqa=G != layer.heads)  # (B, H, T, D)
-        return linear(out.transpose(1, 2).reshape(B, T, C), *layer.out)
+        return linear(out.transpose(1, 2).reshape(B, T, C), *layer.out, m)
 
     @torch.no_grad()
     def step(self, ids: Tensor, cache: KVCache) -> Tensor:
@@ -161,17 +165,19 @@ class FastDecoder:
         T = ids.shape[1]
         positions = torch.arange(past, past + T, device=ids.device)
         x = self.model.embed.forward(ids, positions)  # (B, T, C)
+        # oneDNN from this many multiply-adds (None: kernels.MIN_MACS)
+        m = kernels.MIN_MACS_STREAMED if self.streamed and T == 1 else None
         rope = self.model.rope
         if rope is not None:  # (T, D) each
             rope = rope.rows(positions, T, x.device, x.dtype)
         for i, layer in enumerate(self.layers):
             if layer.norm_first:  # x + f(norm(x))
-                x = x + self._attend(layer, layer.norm1(x), cache, i, past, rope)
-                x = x + layer.ffn(layer.norm3(x))
+                x = x + self._attend(layer, layer.norm1(x), cache, i, past, rope, m)
+                x = x + layer.ffn(layer.norm3(x), m)
             else:  # norm(x + f(x))
-                x = layer.norm1(x + self._attend(layer, x, cache, i, past, rope))
-                x = layer.norm3(x + layer.ffn(x))
+                x = layer.norm1(x + self._attend(layer, x, cache, i, past, rope, m))
+                x = layer.norm3(x + layer.ffn(x, m))
         x = x[:, -1]  # (B, C): only the last position's logits are sampled from
         if self.norm_f is not None:
             x = self.norm_f(x)
-        return linear(x, self.head)  # (B, vocab)
+        return linear(x, self.head, None, m)  # (B, vocab)

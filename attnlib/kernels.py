@@ -11,8 +11,15 @@ needed (evaluation, generation), and ``F.linear`` everywhere else: under autogra
 entry point has no backward), on a GPU, in other dtypes, under autocast, inside a dispatch mode
 such as ``FlopCounterMode`` (which counts the standard matmul ops only), while ``torch.compile``
 traces (it chooses its own kernels), and for small matmuls,
-where oneDNN's fixed cost per call (about 10 microseconds) is more than it saves. The two agree
+where oneDNN's fixed cost per call (10 to 20 microseconds) is more than it saves. The two agree
 to float32 rounding (the order of the additions differs), which the tests check.
+
+Where "small" ends depends on where the weight is. With operands in the CPU caches (a small
+model, or a weight reused across many rows) oneDNN overtook MKL from about 2^20 multiply-adds
+on the book's machine (``MIN_MACS``). A decode step of a model larger than the last-level cache
+reads every weight from memory, and there oneDNN's matrix-vector product was faster from about
+2^17 (``MIN_MACS_STREAMED``): :class:`attnlib.decode.FastDecoder` passes that bound for such
+models (see ``CACHE_BYTES``).
 
 ``USE_ONEDNN`` switches the oneDNN path off for the whole process (the benchmarks compare both).
 """
@@ -30,12 +37,17 @@ _HAS_ONEDNN = (platform.machine().lower() in ("x86_64", "amd64")
                and torch.backends.mkldnn.is_available()
                and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
 USE_ONEDNN: bool = True
-# rows x in x out multiply-adds from which oneDNN pays off (below: F.linear's lower call cost)
-MIN_MACS: int = 1 << 18
+# rows x in x out multiply-adds from which oneDNN pays off (below: F.linear's lower call cost),
+# with the operands in cache, and for a weight streamed from memory by one-token decode steps
+MIN_MACS: int = 1 << 20
+MIN_MACS_STREAMED: int = 1 << 17
+# a model whose weights exceed this many bytes is read from memory at each decode step (about
+# the size of one last-level cache: 32 MiB on the book's machine, 8 to 36 MiB on laptops)
+CACHE_BYTES: int = 32 << 20
 
 
-def _onednn_ok(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> bool:
-    if not (USE_ONEDNN and _HAS_ONEDNN) or x.numel() * weight.shape[0] < MIN_MACS:
+def _onednn_ok(x: Tensor, weight: Tensor, bias: Optional[Tensor], min_macs: Optional[int] = None) -> bool:
+    if not (USE_ONEDNN and _HAS_ONEDNN) or x.numel() * weight.shape[0] < (min_macs or MIN_MACS):
         return False  # the cheap tests first: a small model's decode step stops here
     if torch.compiler.is_compiling():
         return False  # torch.compile lowers oneDNN's op only for frozen weights: it picks its own kernels
@@ -54,14 +66,16 @@ def _onednn_ok(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> bool:
     return torch._C._len_torch_dispatch_stack() == 0 and not torch._C._is_torch_function_mode_enabled()
 
 
-def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
+def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
+           min_macs: Optional[int] = None) -> Tensor:
     """``F.linear(x, weight, bias)`` = x W^T + b, with oneDNN's kernel where it is faster (see
     the module docstring).
 
     Shapes:
         x (..., in), weight (out, in), bias (out,) or None -> (..., out).
+    ``min_macs``: the size (rows x in x out) from which oneDNN is used; None: ``MIN_MACS``.
     """
-    if _onednn_ok(x, weight, bias):
+    if _onednn_ok(x, weight, bias, min_macs):
         return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
     return F.linear(x, weight, bias)
 

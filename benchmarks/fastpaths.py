@@ -113,20 +113,23 @@ def raw_step_fn(gpt: attnlib.GPT, length: int, vocab_size: int, device: str, see
     nf, head_w = gpt.norm_f, gpt.lm_head.weight
     tok, eps, C = ids[:, length:], cfg.layer_norm_eps, cfg.d_model
     approximate = "tanh" if cfg.activation == "gelu_tanh" else "none"
+    fast = FastDecoder.for_model(gpt)  # the same kernel choice as generate's loop
+    m = kernels.MIN_MACS_STREAMED if fast is not None and fast.streamed else None
 
     def step() -> torch.Tensor:
         x = tok_w[tok] + pos_w[length]  # (1, 1, C)
         for i, (n1, w, b, o, n3, f1, f2) in enumerate(layers):
             h = F.layer_norm(x, (C,), n1.weight, n1.bias, eps)
-            q, k, v = kernels.linear(h, w, b).split([C, G * D, G * D], dim=-1)
+            q, k, v = kernels.linear(h, w, b, m).split([C, G * D, G * D], dim=-1)
             ks[i][:, :, length] = k.view(1, G, D)
             vs[i][:, :, length] = v.view(1, G, D)
             a = F.scaled_dot_product_attention(q.view(1, 1, H, D).transpose(1, 2), ks[i], vs[i],
                                                enable_gqa=G != H)  # (1, H, 1, D)
-            x = x + kernels.linear(a.transpose(1, 2).reshape(1, 1, C), o.weight, o.bias)
+            x = x + kernels.linear(a.transpose(1, 2).reshape(1, 1, C), o.weight, o.bias, m)
             h = F.layer_norm(x, (C,), n3.weight, n3.bias, eps)
-            x = x + kernels.linear(F.gelu(kernels.linear(h, f1.weight, f1.bias), approximate=approximate), f2.weight, f2.bias)
-        return kernels.linear(F.layer_norm(x, (C,), nf.weight, nf.bias, eps), head_w)[:, -1]
+            x = x + kernels.linear(F.gelu(kernels.linear(h, f1.weight, f1.bias, m), approximate=approximate),
+                                   f2.weight, f2.bias, m)
+        return kernels.linear(F.layer_norm(x, (C,), nf.weight, nf.bias, eps), head_w, None, m)[:, -1]
 
     return step
 

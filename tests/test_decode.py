@@ -30,13 +30,17 @@ def model_for(layout: str, seed: int = 0) -> GPT:
     return GPT(cfg).eval()
 
 
+@pytest.mark.parametrize("streamed", [False, True], ids=["in_cache", "streamed"])
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_fast_steps_equal_the_models_cached_forward(layout):
+def test_fast_steps_equal_the_models_cached_forward(layout, streamed, monkeypatch):
+    if streamed:  # as for a model larger than the caches, with every product on oneDNN
+        monkeypatch.setattr(kernels, "CACHE_BYTES", 0)
+        monkeypatch.setattr(kernels, "MIN_MACS_STREAMED", 1)
     gpt = model_for(layout)
     ids = torch.randint(0, 97, (2, 20), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         fast = FastDecoder.for_model(gpt)
-    assert fast is not None
+    assert fast is not None and fast.streamed == streamed
     ours, ref = KVCache(), KVCache()
     ours.reserve(4)  # room for the prompt + 4: the last chunk grows the buffers (the checked path)
     with torch.no_grad():
@@ -127,6 +131,9 @@ def test_onednn_linear_equals_f_linear(monkeypatch):
     assert x.grad is not None
     with torch.no_grad():
         assert not kernels._onednn_ok(torch.randn(1, 256), torch.randn(8, 256), None)  # too small
+        one = torch.randn(1, 1, 256)  # 131072 multiply-adds: F.linear unless the weight streams
+        assert not kernels._onednn_ok(one, w, None)
+        assert kernels._onednn_ok(one, w, None, kernels.MIN_MACS_STREAMED) == kernels._HAS_ONEDNN
         assert not kernels._onednn_ok(torch.randn(300, 256).double(), w.double(), None)
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -141,6 +148,33 @@ def test_onednn_linear_equals_f_linear(monkeypatch):
     lin = kernels.Linear(256, 512)
     assert isinstance(lin, nn.Linear) and repr(lin) == repr(nn.Linear(256, 512))
     assert set(lin.state_dict()) == {"weight", "bias"}
+
+
+def test_decode_steps_of_a_large_model_use_the_streamed_bound(monkeypatch):
+    """FastDecoder passes MIN_MACS_STREAMED for one-token steps of a model larger than
+    CACHE_BYTES, and the default bound for the prompt and for small models."""
+    gpt = model_for("gpt2")
+    seen = []
+    real = kernels._onednn_ok
+    monkeypatch.setattr(kernels, "_onednn_ok",
+                        lambda x, w, b, m=None: seen.append((x.shape[-2], m)) or real(x, w, b, m))
+    ids = torch.tensor([[1, 2, 3, 4]])
+    default = kernels.CACHE_BYTES
+    for limit, streamed in ((default, False), (0, True)):
+        monkeypatch.setattr(kernels, "CACHE_BYTES", limit)
+        with torch.no_grad():
+            fast = FastDecoder.for_model(gpt)
+            cache = KVCache()
+            seen.clear()
+            fast.step(ids, cache)  # the prompt: 4 rows
+            assert seen and all(m is None for _, m in seen)
+            seen.clear()
+            fast.step(ids[:, :1], cache)  # one token
+            want = kernels.MIN_MACS_STREAMED if streamed else None
+            assert seen and all(m == want for _, m in seen), seen
+        assert fast.streamed == streamed
+    small = sum(p.numel() * p.element_size() for p in gpt.parameters())
+    assert small < default  # the default: a model this small stays in cache
 
 
 def test_rope_models_run_under_inference_mode():
