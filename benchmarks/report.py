@@ -17,6 +17,7 @@ DEFAULT_PAGE = ROOT / "book" / "benchmarks.md"
 GPU_JSON = ROOT / "benchmarks" / "results" / "quick_cuda.json"  # written by benchmarks/gpu_run.sh
 SMOLLM2_JSON = ROOT / "benchmarks" / "results" / "full_cpu_smollm2.json"  # python -m benchmarks --full --only smollm2
 THREADS2_JSON = ROOT / "benchmarks" / "results" / "full_cpu_generation_2threads.json"  # both cores
+CROSSOVER_JSON = ROOT / "benchmarks" / "results" / "full_cpu_crossover.json"  # --full --only crossover
 NOTEBOOK_TIMES = ROOT / "benchmarks" / "results" / "notebook_times.json"  # scripts/execute_notebooks.py
 BLOCK = re.compile(r"(<!-- BEGIN generated:(\w+) -->\n)(.*?)(<!-- END generated:\2 -->)", re.S)
 MIB = 2**20
@@ -165,6 +166,32 @@ def render_generation_threads(doc: dict) -> str:
             + render_generation(two) + "\n" + _md_table(["target", "measured", "goal", ""], rows))
 
 
+def render_crossover(doc: dict) -> str:
+    """oneDNN / F.linear per product size, weight in cache or streamed, per thread count."""
+    if not CROSSOVER_JSON.exists():
+        return "*No crossover run stored*: `python -m benchmarks --full --only crossover` writes it.\n"
+    cx = json.loads(CROSSOVER_JSON.read_text())
+    runs = cx["benchmarks"]["crossover"]["runs"]
+    threads = sorted({r["threads"] for r in runs})
+    cols = [(w, n) for w in ("in cache", "streamed") for n in threads]
+    table: dict[tuple, dict] = {}
+    for r in runs:
+        key = (r["macs"], r["rows"], r["in"], r["out"])
+        table.setdefault(key, {})[(r["where"], r["threads"])] = r["onednn_over_f_linear"]
+    rows = [[f"{m}x{i}->{o}", f"{macs:,}"] + [table[(macs, m, i, o)].get(c) for c in cols]
+            for (macs, m, i, o) in sorted(table)]
+    verdict = {True: "met", False: "**missed**", None: "n/a"}
+    targets = [[t["name"].split(": ", 1)[-1], t["value"], f"{t['op']} {t['limit']}", verdict[t["met"]]]
+               for t in cx["targets"]]
+    names = [t["name"].split(": ", 1)[0] for t in cx["targets"]]
+    return (f"Run at {cx['env']['utc']}, `--{cx['settings']['mode']} --only crossover`; bounds "
+            f"`MIN_MACS` = {cx['benchmarks']['crossover']['min_macs']:,}, `MIN_MACS_STREAMED` = "
+            f"{cx['benchmarks']['crossover']['min_macs_streamed']:,}. oneDNN's time over F.linear's:\n\n"
+            + _md_table(["rows x in -> out", "MACs"] + [f"{w}, {n} thr." for w, n in cols], rows) + "\n"
+            + _md_table(["run", "check", "measured", "goal", ""],
+                        [[n] + t for n, t in zip(names, targets)]))
+
+
 def render_fastpaths(doc: dict) -> str:
     fp = doc["benchmarks"].get("fastpaths")
     if fp is None:
@@ -237,6 +264,7 @@ def render_gpu_doc(gpu: dict) -> str:
 RENDER = {"env": render_env, "targets": render_targets, "attention": render_attention, "models": render_models,
           "profile": render_profile, "generation": render_generation,
           "gen_profile": render_gen_profile, "generation_threads": render_generation_threads,
+          "crossover": render_crossover,
           "fastpaths": render_fastpaths, "gpu": render_gpu,
           "smollm2": render_smollm2, "chapters": render_chapters}
 

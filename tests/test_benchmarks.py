@@ -99,6 +99,22 @@ def check_document(doc: dict, benchmarks: set[str]) -> None:
             assert run["fused_over_unfused"] == run["fused_qkv"]["ratio"]["fused"]
             assert run["preallocated_over_concat"] == run["preallocated_cache"]["ratio"]["preallocated"]
             assert run["attnlib_over_raw_step"] == run["overhead"]["ratio"]["attnlib"]
+    if "crossover" in benchmarks:
+        cx = doc["benchmarks"]["crossover"]
+        assert {r["where"] for r in cx["runs"]} == {"in cache", "streamed"}
+        for run in cx["runs"]:
+            check_comparison(run["timing"], {"onednn", "f_linear"})
+            assert run["macs"] == run["rows"] * run["in"] * run["out"]
+            assert run["onednn_over_f_linear"] == run["timing"]["ratio"]["onednn"]
+            if run["where"] == "streamed":  # the copies add up to the stated bytes
+                assert run["rows"] == 1 and run["copies"] * run["in"] * run["out"] * 4 >= 0.9 * cx["stream_bytes"]
+
+
+def test_crossover_smoke(tmp_path: Path) -> None:
+    """The benchmark behind attnlib.kernels' size bounds (its own --only, like smollm2)."""
+    out = tmp_path / "cx.json"
+    assert main(["--smoke", "--only", "crossover", "--out", str(out)]) == 0
+    check_document(json.loads(out.read_text()), {"crossover"})
 
 
 def test_cli_smoke_writes_schema_and_plots(tmp_path: Path) -> None:
@@ -231,6 +247,13 @@ def test_stored_full_results_and_book_page_agree() -> None:
     check_document(two, {"generation"})
     for t in two["targets"]:
         assert t["name"] in page, t["name"]
+    # the crossover run behind attnlib.kernels' bounds, measured with the bounds the code has now
+    cx = json.loads((STORED.parent / "full_cpu_crossover.json").read_text())
+    check_document(cx, {"crossover"})
+    assert cx["benchmarks"]["crossover"]["min_macs"] == attnlib.kernels.MIN_MACS
+    assert cx["benchmarks"]["crossover"]["min_macs_streamed"] == attnlib.kernels.MIN_MACS_STREAMED
+    for t in cx["targets"]:
+        assert t["name"].split(": ", 1)[-1] in page, t["name"]
 
 
 @pytest.mark.gpu

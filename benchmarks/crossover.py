@@ -1,0 +1,99 @@
+"""Where oneDNN starts to beat ``F.linear``: the evidence for ``attnlib.kernels``' size bounds.
+
+``attnlib.kernels.linear`` sends a float32 CPU product with no gradient to oneDNN from
+``MIN_MACS`` multiply-adds (rows x in x out), and a one-token decode step of a model larger than
+the last-level cache from ``MIN_MACS_STREAMED``. This benchmark times oneDNN against
+``F.linear`` (MKL) on products around those bounds, in interleaved rounds, two ways:
+
+* **in cache**: the same weight every call, as in a small model or a product with many rows;
+* **streamed**: one-row products cycling through copies of the weight that add up to 256 MiB
+  (eight times this machine's last-level cache), so that every call reads its weight from memory,
+  as a decode step of GPT-2 small does.
+
+Each at one thread and at every core. Targets check the bounds against the measurements.
+``python -m benchmarks --full --only crossover`` (a few minutes; not in the default set).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import torch
+import torch.nn.functional as F
+
+from attnlib import kernels
+
+from .harness import Settings, Target, compare, fmt_table
+
+SHAPES = [(256, 256), (384, 128), (768, 256), (1024, 256), (512, 512), (1536, 512), (768, 768),
+          (2304, 768)]  # (out, in)
+ROWS = [1, 4, 16, 64]
+STREAM_BYTES = 256 * 2**20
+
+
+def _onednn(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return torch.ops.mkldnn._linear_pointwise(x, w, None, "none", [], "")
+
+
+def _cases(mode: str) -> list[tuple[str, int, int, int]]:
+    """(where, rows, out, in) to time."""
+    shapes = SHAPES[:3] if mode == "smoke" else SHAPES
+    rows = ROWS[:2] if mode == "smoke" else ROWS
+    hot = [("in cache", m, o, i) for m in rows for o, i in shapes if m * o * i <= 2**23]
+    cold = [("streamed", 1, o, i) for o, i in shapes]
+    return hot + cold
+
+
+def run(settings: Settings, *, calibration: dict | None = None, log=print) -> dict:
+    """Time oneDNN against F.linear per case and thread count; return JSON-ready results."""
+    if not kernels._HAS_ONEDNN or settings.is_cuda:
+        return {"runs": [], "targets": [Target("oneDNN is available (x86-64 CPU)", None, ">=", 1.0).to_dict()]}
+    threads = sorted({1, os.cpu_count() or 1})
+    stream = STREAM_BYTES if settings.mode != "smoke" else 4 * 2**20
+    rows = []
+    g = torch.Generator().manual_seed(settings.seed)
+    with torch.inference_mode():
+        for n in threads:
+            # many small cases: fewer, shorter rounds than the other benchmarks
+            s = dataclasses.replace(settings, threads=n, rounds=min(settings.rounds, 5),
+                                    block_s=min(settings.block_s, 0.1))
+            for where, m, o, i in _cases(settings.mode):
+                copies = max(1, stream // (o * i * 4)) if where == "streamed" else 1
+                ws = [torch.randn(o, i, generator=g) for _ in range(copies)]
+                x = torch.randn(1, m, i, generator=g)
+                torch.testing.assert_close(_onednn(x, ws[0]), F.linear(x, ws[0]), atol=1e-3, rtol=1e-4)
+                res = compare({"onednn": lambda: [_onednn(x, w) for w in ws],
+                               "f_linear": lambda: [F.linear(x, w) for w in ws]}, s, baseline="f_linear")
+                rows.append({"where": where, "rows": m, "out": o, "in": i, "macs": m * o * i, "threads": n,
+                             "copies": copies, "timing": res, "onednn_over_f_linear": res["ratio"]["onednn"],
+                             "f_linear_us": res["median_s"]["f_linear"] / copies * 1e6})
+                log(f"  {where:8s} threads={n} {m}x{i}->{o} ({m * o * i} MACs): "
+                    f"oneDNN/F.linear {res['ratio']['onednn']:.2f}")
+                del ws
+    targets = []
+    for n in threads:
+        mine = [r for r in rows if r["threads"] == n]
+        below = [r["onednn_over_f_linear"] for r in mine if r["where"] == "in cache" and r["macs"] < kernels.MIN_MACS]
+        above = [r["onednn_over_f_linear"] for r in mine if r["where"] == "in cache"
+                 and r["macs"] >= 4 * kernels.MIN_MACS]
+        streamed = [r["onednn_over_f_linear"] for r in mine if r["where"] == "streamed"
+                    and r["macs"] >= kernels.MIN_MACS_STREAMED]
+        if below:
+            targets.append(Target(f"crossover {n} thread(s): in cache, below MIN_MACS, fastest oneDNN / F.linear",
+                                  min(below), ">=", 1.0, "F.linear is the right choice there"))
+        if above:
+            targets.append(Target(f"crossover {n} thread(s): in cache, from 4 x MIN_MACS, slowest oneDNN / F.linear",
+                                  max(above), "<=", 1.0, "oneDNN is the right choice there"))
+        if streamed:
+            targets.append(Target(f"crossover {n} thread(s): streamed, from MIN_MACS_STREAMED, slowest oneDNN / "
+                                  "F.linear", max(streamed), "<=", 1.0, "oneDNN is the right choice there"))
+    return {"min_macs": kernels.MIN_MACS, "min_macs_streamed": kernels.MIN_MACS_STREAMED, "stream_bytes": stream,
+            "runs": rows, "targets": [t.to_dict() for t in targets]}
+
+
+def table(result: dict) -> str:
+    """One row per case: MACs, where the weight is, threads, the ratio."""
+    rows = [[r["where"], r["threads"], f"{r['rows']}x{r['in']}->{r['out']}", r["macs"], r["f_linear_us"],
+             r["onednn_over_f_linear"]] for r in sorted(result["runs"], key=lambda r: (r["where"], r["threads"],
+                                                                                         r["macs"]))]
+    return fmt_table(["weight", "threads", "product", "MACs", "F.linear us", "oneDNN / F.linear"], rows)
