@@ -178,7 +178,8 @@ def render_crossover(doc: dict) -> str:
     for r in runs:
         key = (r["macs"], r["rows"], r["in"], r["out"])
         table.setdefault(key, {})[(r["where"], r["threads"])] = r["onednn_over_f_linear"]
-    rows = [[f"{m}x{i}->{o}", f"{macs:,}"] + [table[(macs, m, i, o)].get(c) for c in cols]
+    # "1×768→2304": a browser does not break the line inside it (it did at the hyphen of "->")
+    rows = [[f"{m}\u00d7{i}\u2192{o}", f"{macs:,}"] + [table[(macs, m, i, o)].get(c) for c in cols]
             for (macs, m, i, o) in sorted(table)]
     verdict = {True: "met", False: "**missed**", None: "n/a"}
     targets = [[t["name"].split(": ", 1)[-1], t["value"], f"{t['op']} {t['limit']}", verdict[t["met"]]]
@@ -187,7 +188,7 @@ def render_crossover(doc: dict) -> str:
     return (f"Run at {cx['env']['utc']}, `--{cx['settings']['mode']} --only crossover`; bounds "
             f"`MIN_MACS` = {cx['benchmarks']['crossover']['min_macs']:,}, `MIN_MACS_STREAMED` = "
             f"{cx['benchmarks']['crossover']['min_macs_streamed']:,}. oneDNN's time over F.linear's:\n\n"
-            + _md_table(["rows x in -> out", "MACs"] + [f"{w}, {n} thr." for w, n in cols], rows) + "\n"
+            + _md_table(["rows×in→out", "MACs"] + [f"{w}, {n} thr." for w, n in cols], rows) + "\n"
             + _md_table(["run", "check", "measured", "goal", ""],
                         [[n] + t for n, t in zip(names, targets)]))
 

@@ -254,6 +254,11 @@ def test_stored_full_results_and_book_page_agree() -> None:
     assert cx["benchmarks"]["crossover"]["min_macs_streamed"] == attnlib.kernels.MIN_MACS_STREAMED
     for t in cx["targets"]:
         assert t["name"].split(": ", 1)[-1] in page, t["name"]
+    from benchmarks.report import render_crossover
+
+    table = [line for line in render_crossover(doc).splitlines() if "\u2192" in line]
+    assert len(table) == 1 + len({(r["rows"], r["in"], r["out"]) for r in cx["benchmarks"]["crossover"]["runs"]})
+    assert all(line.count("|") == 7 for line in table[1:]), table  # product, MACs and four ratios
 
 
 @pytest.mark.gpu
