@@ -117,6 +117,11 @@ class FastDecoder:
         # where oneDNN pays off for smaller products (see attnlib.kernels)
         self.streamed = sum(p.numel() * p.element_size() for p in model.parameters()) > kernels.CACHE_BYTES
 
+    @property
+    def token_min_macs(self) -> Optional[int]:
+        """The oneDNN bound of a one-token step's products (None: ``kernels.MIN_MACS``)."""
+        return kernels.MIN_MACS_STREAMED if self.streamed else None
+
     @classmethod
     def for_model(cls, model: Any) -> Optional["FastDecoder"]:
         from .models import GPT  # models imports generation, which imports this module
@@ -168,7 +173,7 @@ class FastDecoder:
         positions = torch.arange(past, past + T, device=ids.device)
         x = self.model.embed.forward(ids, positions)  # (B, T, C)
         # oneDNN from this many multiply-adds (None: kernels.MIN_MACS)
-        m = kernels.MIN_MACS_STREAMED if self.streamed and T == 1 else None
+        m = self.token_min_macs if T == 1 else None
         rope = self.model.rope
         if rope is not None:  # (T, D) each
             rope = rope.rows(positions, T, x.device, x.dtype)

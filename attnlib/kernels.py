@@ -47,7 +47,7 @@ CACHE_BYTES: int = 32 << 20
 
 
 def _onednn_ok(x: Tensor, weight: Tensor, bias: Optional[Tensor], min_macs: Optional[int] = None) -> bool:
-    if not (USE_ONEDNN and _HAS_ONEDNN) or x.numel() * weight.shape[0] < (min_macs or MIN_MACS):
+    if not (USE_ONEDNN and _HAS_ONEDNN) or x.numel() * weight.shape[0] < (MIN_MACS if min_macs is None else min_macs):
         return False  # the cheap tests first: a small model's decode step stops here
     if torch.compiler.is_compiling():
         return False  # torch.compile lowers oneDNN's op only for frozen weights: it picks its own kernels

@@ -114,7 +114,7 @@ def raw_step_fn(gpt: attnlib.GPT, length: int, vocab_size: int, device: str, see
     tok, eps, C = ids[:, length:], cfg.layer_norm_eps, cfg.d_model
     approximate = "tanh" if cfg.activation == "gelu_tanh" else "none"
     fast = FastDecoder.for_model(gpt)  # the same kernel choice as generate's loop
-    m = kernels.MIN_MACS_STREAMED if fast is not None and fast.streamed else None
+    m = None if fast is None else fast.token_min_macs
 
     def step() -> torch.Tensor:
         x = tok_w[tok] + pos_w[length]  # (1, 1, C)

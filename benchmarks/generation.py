@@ -85,7 +85,7 @@ def products_only(gpt: torch.nn.Module, device: str) -> Callable[[], object]:
     mats = [m for layer in fast.layers for m in (layer.qkv, layer.out, layer.fc1, layer.gate, layer.fc2) if m]
     mats.append((fast.head, None))
     xs = {w.shape[1]: torch.randn(1, 1, w.shape[1], device=device) for w, _ in mats}
-    m = kernels.MIN_MACS_STREAMED if fast.streamed else None  # as FastDecoder.step chooses
+    m = fast.token_min_macs  # as FastDecoder.step chooses
     return lambda: [kernels.linear(xs[w.shape[1]], w, b, m) for w, b in mats]
 
 
