@@ -10,7 +10,12 @@ and the same arithmetic without the module calls, with the fused q/k/v matmul, t
 out. It returns the logits of the last position only (the only ones sampling reads), so the
 prompt's pass does not multiply every prompt token by the LM head. For a model larger than a
 last-level cache (``kernels.CACHE_BYTES``), whose one-token steps read every weight from memory,
-it lets oneDNN take smaller products than elsewhere (``kernels.MIN_MACS_STREAMED``).
+it lets oneDNN take smaller products than elsewhere (``kernels.MIN_MACS_STREAMED``), and on x86
+CPUs it multiplies by transposed copies of the weights, W^T (in, out), with which one token's
+products read the weights at close to the memory's rate (``kernels.linear_t``). Those copies cost
+the model's size in memory once more; they are built at the first decode and kept on the model
+while it stays in eval mode and its parameters do not change (``model.train()`` drops them;
+``kernels.USE_ROWS = False`` stops their use).
 
 It is used only where it cannot differ from ``model(ids, cache=cache)``: exactly an
 ``attnlib.GPT`` (not a subclass) built from attnlib's own layers, in eval mode, with no forward
@@ -78,23 +83,59 @@ class _Norm:
         return F.layer_norm(x, shape, w, b, eps)
 
 
-class _Layer:
-    """One GPT block's weights for the decode loop (the q/k/v weights stacked once)."""
+def _transposed_weights(model: Any) -> list[Tensor]:
+    """W^T (in, out) of every matrix a decode step multiplies by, in the order of the step: per
+    layer q/k/v stacked as one (C, C + 2 G D), out, fc1, the gate (SwiGLU), fc2; then the LM
+    head (C, vocab). Built once and kept on the model (``model.__dict__``, not a parameter nor
+    in the state dict) while every parameter keeps its version counter and storage, as
+    ``MultiHeadAttention.fused_qkv`` does; ``GPT.train()`` drops them."""
+    key = tuple((p._version, p.data_ptr()) for p in model.parameters())
+    held = model.__dict__.get("_transposed")
+    if held is None or held[0] != key:
+        model.__dict__["_transposed"] = None  # free the stale copies before building new ones
+        mats = []
+        with torch.no_grad():
+            for layer in model.layers:
+                mha, ffn = layer.self_attn, layer.ffn
+                mats.append(torch.cat([mha.q_proj.weight, mha.k_proj.weight, mha.v_proj.weight]).t().contiguous())
+                mats += [m.weight.t().contiguous() for m in (mha.out_proj, ffn.fc1, ffn.gate, ffn.fc2) if m is not None]
+            mats.append(model.lm_head.weight.t().contiguous())
+        held = model.__dict__["_transposed"] = (key, mats)
+    return held[1]
 
-    def __init__(self, layer: DecoderLayer) -> None:
+
+class _Layer:
+    """One GPT block's weights for the decode loop (the q/k/v weights stacked once).
+
+    With ``transposed`` (an iterator over :func:`_transposed_weights`) the matrices are the
+    transposed copies and :attr:`linear` is ``kernels.linear_t``; else the module's own
+    weights (and the stack ``fused_qkv`` keeps) with ``kernels.linear``."""
+
+    def __init__(self, layer: DecoderLayer, transposed: Optional[Any] = None) -> None:
         mha, ffn = layer.self_attn, layer.ffn
         self.norm_first = layer.norm_first
         self.norm1, self.norm3 = _Norm(layer.norm1), _Norm(layer.norm3)
-        self.qkv = mha.fused_qkv()  # (C + 2 G D, C) and its bias, as the module keeps them
-        self.out = (mha.out_proj.weight, mha.out_proj.bias)
         self.heads, self.kv_heads, self.head_dim = mha.n_heads, mha.n_kv_heads, mha.head_dim
-        self.fc1, self.fc2 = (ffn.fc1.weight, ffn.fc1.bias), (ffn.fc2.weight, ffn.fc2.bias)
-        self.gate = None if ffn.gate is None else (ffn.gate.weight, ffn.gate.bias)
         self.activation = ffn.activation
+        if transposed is None:
+            self.linear = linear
+            self.qkv = mha.fused_qkv()  # (C + 2 G D, C) and its bias, as the module keeps them
+            self.out = (mha.out_proj.weight, mha.out_proj.bias)
+            self.fc1, self.fc2 = (ffn.fc1.weight, ffn.fc1.bias), (ffn.fc2.weight, ffn.fc2.bias)
+            self.gate = None if ffn.gate is None else (ffn.gate.weight, ffn.gate.bias)
+            return
+        self.linear = kernels.linear_t
+        biases = [mha.q_proj.bias, mha.k_proj.bias, mha.v_proj.bias]
+        self.qkv = (next(transposed), None if biases[0] is None else torch.cat(biases))  # (C, C + 2 G D)
+        self.out = (next(transposed), mha.out_proj.bias)
+        self.fc1 = (next(transposed), ffn.fc1.bias)
+        self.gate = None if ffn.gate is None else (next(transposed), ffn.gate.bias)
+        self.fc2 = (next(transposed), ffn.fc2.bias)
 
     def ffn(self, x: Tensor, m: Optional[int]) -> Tensor:
-        gate = None if self.gate is None else linear(x, *self.gate, m)
-        return linear(activate(self.activation, linear(x, *self.fc1, m), gate), *self.fc2, m)
+        lin = self.linear
+        gate = None if self.gate is None else lin(x, *self.gate, m)
+        return lin(activate(self.activation, lin(x, *self.fc1, m), gate), *self.fc2, m)
 
 
 class FastDecoder:
@@ -104,18 +145,24 @@ class FastDecoder:
     model's own forward. :meth:`step` runs ``ids`` (B, T) after the ``cache.seq_len`` tokens the
     cache holds, appends their keys and values, and returns the next-token logits (B, vocab) of
     the last position. The weights are fetched when it is built: build a new one after changing
-    the model (``generate`` builds one per call).
+    the model (``generate`` builds one per call). ``transposed``: whether it multiplies by
+    transposed copies of the weights (a model larger than the caches, float32 on an x86 CPU).
     """
 
     def __init__(self, model: Any) -> None:
         self.model = model
-        self.layers = [_Layer(layer) for layer in model.layers]
-        self.norm_f = None if model.norm_f is None else _Norm(model.norm_f)
-        self.head = model.lm_head.weight  # (vocab, C), bias-free
-        self.spec = cache_spec(model)
         # a model larger than a last-level cache streams its weights from memory at every step,
-        # where oneDNN pays off for smaller products (see attnlib.kernels)
+        # where oneDNN pays off for smaller products and transposed weights stream faster
+        # (see attnlib.kernels)
         self.streamed = sum(p.numel() * p.element_size() for p in model.parameters()) > kernels.CACHE_BYTES
+        self.transposed = self.streamed and kernels.rows_available(model.lm_head.weight)
+        mats = iter(_transposed_weights(model)) if self.transposed else None
+        self.layers = [_Layer(layer, mats) for layer in model.layers]
+        self.norm_f = None if model.norm_f is None else _Norm(model.norm_f)
+        # the LM head: (vocab, C) bias-free, or its transposed copy (C, vocab)
+        self.head = next(mats) if self.transposed else model.lm_head.weight
+        self.linear = kernels.linear_t if self.transposed else linear
+        self.spec = cache_spec(model)
 
     @property
     def token_min_macs(self) -> Optional[int]:
@@ -147,7 +194,7 @@ class FastDecoder:
         """Self-attention of h (B, T, C) over the held tokens and itself -> (B, T, C)."""
         B, T, C = h.shape
         G, D = layer.kv_heads, layer.head_dim
-        q, k, v = linear(h, *layer.qkv, m).split([C, G * D, G * D], dim=-1)  # one matmul
+        q, k, v = layer.linear(h, *layer.qkv, m).split([C, G * D, G * D], dim=-1)  # one matmul
         q = q.view(B, T, -1, D).transpose(1, 2)  # (B, H, T, D)
         k = k.view(B, T, G, D).transpose(1, 2)  # (B, G, T, D)
         v = v.view(B, T, G, D).transpose(1, 2)
@@ -161,7 +208,7 @@ class FastDecoder:
             mask, causal = causal_mask(T, past + T, device=h.device), False
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
                                              enable_gqa=G != layer.heads)  # (B, H, T, D)
-        return linear(out.transpose(1, 2).reshape(B, T, C), *layer.out, m)
+        return layer.linear(out.transpose(1, 2).reshape(B, T, C), *layer.out, m)
 
     @torch.no_grad()
     def step(self, ids: Tensor, cache: KVCache) -> Tensor:
@@ -187,4 +234,4 @@ class FastDecoder:
         x = x[:, -1]  # (B, C): only the last position's logits are sampled from
         if self.norm_f is not None:
             x = self.norm_f(x)
-        return linear(x, self.head, None, m)  # (B, vocab)
+        return self.linear(x, self.head, None, m)  # (B, vocab)

@@ -22,6 +22,18 @@ reads every weight from memory, and there oneDNN's matrix-vector product was fas
 models (see ``CACHE_BYTES``).
 
 ``USE_ONEDNN`` switches the oneDNN path off for the whole process (the benchmarks compare both).
+
+One row times a weight streamed from memory (a decode step of a model larger than the caches) is
+a different problem: every weight is read once and used for one multiply-add, so the time is the
+time to read the weight. The kernels above compute each output as a dot product of a weight row
+with x (the layout ``nn.Linear`` keeps, W (out, in)); on the book's machine they read weights at
+0.6 to 0.65 of the rate a plain sum over a large tensor reaches on one thread. Stored transposed,
+W^T (in, out), the product is a weighted sum of W^T's rows (x_0 times row 0, plus x_1 times
+row 1, ...), and PyTorch's embedding-bag kernel (fbgemm's, on x86 builds) computes exactly that:
+"look up these rows, scale each by its weight, add them up". It streams the rows at 0.85 to 0.95
+of that rate (``benchmarks/crossover.py``). :func:`linear_t` takes the transposed weight and uses
+it for one float32 row on the CPU; :class:`attnlib.decode.FastDecoder` holds transposed copies of
+a large model's weights for that (``USE_ROWS`` switches it off).
 """
 from __future__ import annotations
 
@@ -41,6 +53,12 @@ USE_ONEDNN: bool = True
 # with the operands in cache, and for a weight streamed from memory by one-token decode steps
 MIN_MACS: int = 1 << 20
 MIN_MACS_STREAMED: int = 1 << 17
+# fbgemm's embedding-bag kernel (x86 builds of PyTorch): one row times a transposed weight
+_HAS_ROWS = (platform.machine().lower() in ("x86_64", "amd64")
+             and "fbgemm" in torch.backends.quantized.supported_engines)
+USE_ROWS: bool = True
+# (in, bags, device) -> (indices 0..in-1, offsets of the bags): built once per shape
+_ROW_INDEX: dict = {}
 # a model whose weights exceed this many bytes is read from memory at each decode step (about
 # the size of one last-level cache: 32 MiB on the book's machine, 8 to 36 MiB on laptops)
 CACHE_BYTES: int = 32 << 20
@@ -78,6 +96,52 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
     if _onednn_ok(x, weight, bias, min_macs):
         return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
     return F.linear(x, weight, bias)
+
+
+def rows_available(weight: Tensor) -> bool:
+    """Can :func:`linear_t` use the embedding-bag kernel for this weight (CPU, float32, x86)?"""
+    return (USE_ROWS and _HAS_ROWS and weight.dtype == torch.float32 and weight.device.type == "cpu")
+
+
+def _rows_ok(x: Tensor, wt: Tensor, bias: Optional[Tensor]) -> bool:
+    if not (rows_available(wt) and x.numel() == x.shape[-1] and x.dtype == torch.float32
+            and x.device.type == "cpu" and wt.is_contiguous()):
+        return False  # one row only: more rows would read the weight once per row
+    if bias is not None and (bias.dtype != torch.float32 or bias.device.type != "cpu"):
+        return False
+    if torch.is_grad_enabled() and (x.requires_grad or wt.requires_grad
+                                    or (bias is not None and bias.requires_grad)):
+        return False
+    if torch.compiler.is_compiling() or torch.is_autocast_enabled("cpu"):
+        return False
+    return torch._C._len_torch_dispatch_stack() == 0 and not torch._C._is_torch_function_mode_enabled()
+
+
+def linear_t(x: Tensor, wt: Tensor, bias: Optional[Tensor] = None,
+             min_macs: Optional[int] = None) -> Tensor:
+    """x W^T + b from the transposed weight ``wt`` = W^T, as ``linear(x, wt.t(), bias)``.
+
+    Shapes:
+        x (..., in), wt (in, out) contiguous, bias (out,) or None -> (..., out).
+    One float32 row on the CPU (x86): the weighted sum of wt's rows, by the embedding-bag kernel
+    (see the module docstring). The rows are split into one bag per thread, whose sums are
+    added. Anything else: :func:`linear` on the view ``wt.t()`` (``min_macs`` as there).
+    """
+    if not _rows_ok(x, wt, bias):
+        return linear(x, wt.t(), bias, min_macs)
+    n_in, n_out = wt.shape
+    bags = max(1, min(torch.get_num_threads(), n_in // 64))  # each thread sums its share of rows
+    key = (n_in, bags, wt.device)
+    index = _ROW_INDEX.get(key)
+    if index is None:
+        index = _ROW_INDEX[key] = (torch.arange(n_in, device=wt.device),
+                                   torch.arange(bags, device=wt.device) * (n_in // bags))
+    # mode 0 = sum: y[j] = sum over rows i of x[i] * wt[i, j], one sum per bag
+    y = torch.embedding_bag(wt, index[0], index[1], False, 0, False, x.reshape(n_in))[0]
+    y = y.sum(0) if bags > 1 else y[0]  # (out,)
+    if bias is not None:
+        y = y.add_(bias)
+    return y.view(*x.shape[:-1], n_out)
 
 
 class Linear(nn.Linear):

@@ -102,6 +102,12 @@ class MultiHeadAttention(nn.Module):
             self._fused = None
         return super().train(mode)
 
+    def __getstate__(self) -> dict:
+        """Pickling (``torch.save(module)``, ``copy.deepcopy``) leaves the stacked q/k/v out."""
+        state = super().__getstate__()
+        state["_fused"] = None
+        return state
+
     def _unfused_needed(self, x: Tensor) -> bool:
         """Autograd needs the three modules (gradients reach them); so do hooks on them."""
         projs = (self.q_proj, self.k_proj, self.v_proj)

@@ -55,6 +55,19 @@ class GPT(nn.Module):
     def check_ids(self, input_ids: Any, past: int = 0) -> None:
         check_ids("input_ids", input_ids, self.cfg.vocab_size, self.cfg.max_len, past)
 
+    def train(self, mode: bool = True) -> "GPT":
+        """As nn.Module.train; ``train(True)`` also drops the transposed weight copies that decoding
+        a large model keeps (attnlib/decode.py): training does not use them."""
+        if mode:
+            self.__dict__.pop("_transposed", None)
+        return super().train(mode)
+
+    def __getstate__(self) -> dict:
+        """Pickling (``torch.save(model)``, ``copy.deepcopy``) leaves the transposed copies out."""
+        state = super().__getstate__()
+        state.pop("_transposed", None)
+        return state
+
     def forward(self, input_ids: Tensor, targets: Optional[Tensor] = None, *, cache: Any = None,
                 need_weights: bool = False) -> ModelOutput:
         """Args:

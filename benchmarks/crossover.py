@@ -10,7 +10,11 @@ the last-level cache from ``MIN_MACS_STREAMED``. This benchmark times oneDNN aga
   (eight times this machine's last-level cache), so that every call reads its weight from memory,
   as a decode step of GPT-2 small does.
 
-Each at one thread and at every core. Targets check the bounds against the measurements.
+Each at one thread and at every core. The streamed cases also time ``kernels.linear_t`` on
+transposed copies of the weights (the embedding-bag kernel that ``FastDecoder`` uses for one
+token of a large model), and a sum over a tensor of the same bytes: each kernel's time over the
+sum's is the fraction of the read rate it reaches. Targets check the bounds against the
+measurements.
 ``python -m benchmarks --full --only crossover`` (a few minutes; not in the default set).
 """
 from __future__ import annotations
@@ -62,14 +66,28 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
                 ws = [torch.randn(o, i, generator=g) for _ in range(copies)]
                 x = torch.randn(1, m, i, generator=g)
                 torch.testing.assert_close(_onednn(x, ws[0]), F.linear(x, ws[0]), atol=1e-3, rtol=1e-4)
-                res = compare({"onednn": lambda: [_onednn(x, w) for w in ws],
-                               "f_linear": lambda: [F.linear(x, w) for w in ws]}, s, baseline="f_linear")
-                rows.append({"where": where, "rows": m, "out": o, "in": i, "macs": m * o * i, "threads": n,
-                             "copies": copies, "timing": res, "onednn_over_f_linear": res["ratio"]["onednn"],
-                             "f_linear_us": res["median_s"]["f_linear"] / copies * 1e6})
+                variants = {"onednn": lambda: [_onednn(x, w) for w in ws],
+                            "f_linear": lambda: [F.linear(x, w) for w in ws]}
+                if where == "streamed":  # transposed copies (as FastDecoder holds them) and a plain read
+                    wts = [w.t().contiguous() for w in ws]
+                    flat = torch.randn(copies * o * i, generator=g)
+                    torch.testing.assert_close(kernels.linear_t(x, wts[0]), F.linear(x, ws[0]), atol=1e-3, rtol=1e-4)
+                    variants["linear_t"] = lambda: [kernels.linear_t(x, w) for w in wts]
+                    variants["read"] = flat.sum
+                res = compare(variants, s, baseline="f_linear")
+                row = {"where": where, "rows": m, "out": o, "in": i, "macs": m * o * i, "threads": n,
+                       "copies": copies, "timing": res, "onednn_over_f_linear": res["ratio"]["onednn"],
+                       "f_linear_us": res["median_s"]["f_linear"] / copies * 1e6}
+                if where == "streamed":
+                    r = res["ratio"]
+                    row.update(linear_t_over_best=r["linear_t"] / min(r["onednn"], 1.0),
+                               fraction_of_read={k: r["read"] / r[k] for k in ("onednn", "f_linear", "linear_t")})
+                rows.append(row)
                 log(f"  {where:8s} threads={n} {m}x{i}->{o} ({m * o * i} MACs): "
-                    f"oneDNN/F.linear {res['ratio']['onednn']:.2f}")
-                del ws
+                    f"oneDNN/F.linear {res['ratio']['onednn']:.2f}"
+                    + (f", linear_t/best {row['linear_t_over_best']:.2f}, linear_t reads at "
+                       f"{row['fraction_of_read']['linear_t']:.2f} of a sum" if where == "streamed" else ""))
+                del ws, variants
     targets = []
     for n in threads:
         mine = [r for r in rows if r["threads"] == n]
@@ -87,6 +105,11 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
         if streamed:
             targets.append(Target(f"crossover {n} thread(s): streamed, from MIN_MACS_STREAMED, slowest oneDNN / "
                                   "F.linear", max(streamed), "<=", 1.0, "oneDNN is the right choice there"))
+        transposed = [r["linear_t_over_best"] for r in mine if "linear_t_over_best" in r]
+        if transposed and kernels._HAS_ROWS:
+            targets.append(Target(f"crossover {n} thread(s): streamed, one row, slowest linear_t (transposed) / "
+                                  "the faster of oneDNN and F.linear", max(transposed), "<=", 1.0,
+                                  "FastDecoder's transposed weights are the right choice there"))
     return {"min_macs": kernels.MIN_MACS, "min_macs_streamed": kernels.MIN_MACS_STREAMED, "stream_bytes": stream,
             "runs": rows, "targets": [t.to_dict() for t in targets]}
 
@@ -94,6 +117,7 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
 def table(result: dict) -> str:
     """One row per case: MACs, where the weight is, threads, the ratio."""
     rows = [[r["where"], r["threads"], f"{r['rows']}x{r['in']}->{r['out']}", r["macs"], r["f_linear_us"],
-             r["onednn_over_f_linear"]] for r in sorted(result["runs"], key=lambda r: (r["where"], r["threads"],
-                                                                                         r["macs"]))]
-    return fmt_table(["weight", "threads", "product", "MACs", "F.linear us", "oneDNN / F.linear"], rows)
+             r["onednn_over_f_linear"], r.get("linear_t_over_best", "")]
+            for r in sorted(result["runs"], key=lambda r: (r["where"], r["threads"], r["macs"]))]
+    return fmt_table(["weight", "threads", "product", "MACs", "F.linear us", "oneDNN / F.linear",
+                      "linear_t / best"], rows)

@@ -84,9 +84,10 @@ def products_only(gpt: torch.nn.Module, device: str) -> Callable[[], object]:
         raise AssertionError("generate would not use the fast decode loop for this model")
     mats = [m for layer in fast.layers for m in (layer.qkv, layer.out, layer.fc1, layer.gate, layer.fc2) if m]
     mats.append((fast.head, None))
-    xs = {w.shape[1]: torch.randn(1, 1, w.shape[1], device=device) for w, _ in mats}
+    n_in = 0 if fast.transposed else 1  # W (out, in), or the transposed copy W^T (in, out)
+    xs = {w.shape[n_in]: torch.randn(1, 1, w.shape[n_in], device=device) for w, _ in mats}
     m = fast.token_min_macs  # as FastDecoder.step chooses
-    return lambda: [kernels.linear(xs[w.shape[1]], w, b, m) for w, b in mats]
+    return lambda: [fast.linear(xs[w.shape[n_in]], w, b, m) for w, b in mats]
 
 
 def step_at(gpt: torch.nn.Module, length: int, vocab_size: int, device: str, seed: int) -> Callable[[], torch.Tensor]:

@@ -181,6 +181,15 @@ def render_crossover(doc: dict) -> str:
     # "1×768→2304": a browser does not break the line inside it (it did at the hyphen of "->")
     rows = [[f"{m}\u00d7{i}\u2192{o}", f"{macs:,}"] + [table[(macs, m, i, o)].get(c) for c in cols]
             for (macs, m, i, o) in sorted(table)]
+    # the streamed one-row products: each kernel's share of the read rate (a sum of the same bytes)
+    reads = sorted((r["macs"], r["in"], r["out"], r["threads"], r["fraction_of_read"])
+                   for r in runs if "fraction_of_read" in r)
+    read_table = "" if not reads else (
+        "\nStreamed one-row products, as a fraction of the rate at which a sum reads the same bytes "
+        "(`linear_t`: the transposed weights `FastDecoder` holds for a large model):\n\n"
+        + _md_table(["1×in→out", "threads", "F.linear", "oneDNN", "linear_t"],
+                    [[f"{i}\u2192{o}", n, f["f_linear"], f["onednn"], f["linear_t"]]
+                     for _, i, o, n, f in reads]) + "\n")
     verdict = {True: "met", False: "**missed**", None: "n/a"}
     targets = [[t["name"].split(": ", 1)[-1], t["value"], f"{t['op']} {t['limit']}", verdict[t["met"]]]
                for t in cx["targets"]]
@@ -188,7 +197,7 @@ def render_crossover(doc: dict) -> str:
     return (f"Run at {cx['env']['utc']}, `--{cx['settings']['mode']} --only crossover`; bounds "
             f"`MIN_MACS` = {cx['benchmarks']['crossover']['min_macs']:,}, `MIN_MACS_STREAMED` = "
             f"{cx['benchmarks']['crossover']['min_macs_streamed']:,}. oneDNN's time over F.linear's:\n\n"
-            + _md_table(["rows×in→out", "MACs"] + [f"{w}, {n} thr." for w, n in cols], rows) + "\n"
+            + _md_table(["rows×in→out", "MACs"] + [f"{w}, {n} thr." for w, n in cols], rows) + read_table + "\n"
             + _md_table(["run", "check", "measured", "goal", ""],
                         [[n] + t for n, t in zip(names, targets)]))
 

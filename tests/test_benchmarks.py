@@ -103,11 +103,15 @@ def check_document(doc: dict, benchmarks: set[str]) -> None:
         cx = doc["benchmarks"]["crossover"]
         assert {r["where"] for r in cx["runs"]} == {"in cache", "streamed"}
         for run in cx["runs"]:
-            check_comparison(run["timing"], {"onednn", "f_linear"})
+            streamed = run["where"] == "streamed"  # also the transposed weights and a plain read
+            check_comparison(run["timing"], {"onednn", "f_linear"} | ({"linear_t", "read"} if streamed else set()))
             assert run["macs"] == run["rows"] * run["in"] * run["out"]
             assert run["onednn_over_f_linear"] == run["timing"]["ratio"]["onednn"]
-            if run["where"] == "streamed":  # the copies add up to the stated bytes
+            if streamed:  # the copies add up to the stated bytes
                 assert run["rows"] == 1 and run["copies"] * run["in"] * run["out"] * 4 >= 0.9 * cx["stream_bytes"]
+                r = run["timing"]["ratio"]
+                assert run["linear_t_over_best"] == pytest.approx(r["linear_t"] / min(1.0, r["onednn"]))
+                assert run["fraction_of_read"]["linear_t"] == pytest.approx(r["read"] / r["linear_t"])
 
 
 def test_crossover_smoke(tmp_path: Path) -> None:
@@ -256,9 +260,12 @@ def test_stored_full_results_and_book_page_agree() -> None:
         assert t["name"].split(": ", 1)[-1] in page, t["name"]
     from benchmarks.report import render_crossover
 
-    table = [line for line in render_crossover(doc).splitlines() if "\u2192" in line]
-    assert len(table) == 1 + len({(r["rows"], r["in"], r["out"]) for r in cx["benchmarks"]["crossover"]["runs"]})
-    assert all(line.count("|") == 7 for line in table[1:]), table  # product, MACs and four ratios
+    runs = cx["benchmarks"]["crossover"]["runs"]
+    lines = [line for line in render_crossover(doc).splitlines() if "\u2192" in line]
+    table = [line for line in lines if line.count("|") == 7]  # product, MACs and four ratios
+    assert len(table) == 1 + len({(r["rows"], r["in"], r["out"]) for r in runs}), lines
+    reads = [line for line in lines if line.count("|") == 6]  # product, threads, three fractions
+    assert len(reads) == 1 + sum("fraction_of_read" in r for r in runs) and len(lines) == len(table) + len(reads)
 
 
 @pytest.mark.gpu

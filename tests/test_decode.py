@@ -30,17 +30,22 @@ def model_for(layout: str, seed: int = 0) -> GPT:
     return GPT(cfg).eval()
 
 
+@pytest.mark.parametrize("batch", [2, 1])
 @pytest.mark.parametrize("streamed", [False, True], ids=["in_cache", "streamed"])
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_fast_steps_equal_the_models_cached_forward(layout, streamed, monkeypatch):
-    if streamed:  # as for a model larger than the caches, with every product on oneDNN
+def test_fast_steps_equal_the_models_cached_forward(layout, streamed, batch, monkeypatch):
+    """Streamed: as for a model larger than the caches, with transposed weights (x86), every
+    product of several rows on oneDNN and, for one sequence, one-token products by
+    kernels.linear_t's embedding-bag path."""
+    if streamed:
         monkeypatch.setattr(kernels, "CACHE_BYTES", 0)
         monkeypatch.setattr(kernels, "MIN_MACS_STREAMED", 1)
     gpt = model_for(layout)
-    ids = torch.randint(0, 97, (2, 20), generator=torch.Generator().manual_seed(1))
+    ids = torch.randint(0, 97, (2, 20), generator=torch.Generator().manual_seed(1))[:batch]
     with torch.no_grad():
         fast = FastDecoder.for_model(gpt)
     assert fast is not None and fast.streamed == streamed
+    assert fast.transposed == (streamed and kernels._HAS_ROWS)
     ours, ref = KVCache(), KVCache()
     ours.reserve(4)  # room for the prompt + 4: the last chunk grows the buffers (the checked path)
     with torch.no_grad():
@@ -152,7 +157,9 @@ def test_onednn_linear_equals_f_linear(monkeypatch):
 
 def test_decode_steps_of_a_large_model_use_the_streamed_bound(monkeypatch):
     """FastDecoder passes MIN_MACS_STREAMED for one-token steps of a model larger than
-    CACHE_BYTES, and the default bound for the prompt and for small models."""
+    CACHE_BYTES, and the default bound for the prompt and for small models (with the transposed
+    weights off, whose one-row products do not go through oneDNN: tested below)."""
+    monkeypatch.setattr(kernels, "USE_ROWS", False)
     gpt = model_for("gpt2")
     seen = []
     real = kernels._onednn_ok
@@ -217,3 +224,81 @@ def test_generate_appends_through_kvcache_update(monkeypatch):
     monkeypatch.setattr(KVCache, "update", lambda self, i, k, v: seen.append((i, k.shape[-2])) or update(self, i, k, v))
     gpt.generate(torch.tensor([[1, 2, 3, 4]]), 3, temperature=0.0)
     assert seen == [(0, 4), (1, 4), (0, 1), (1, 1), (0, 1), (1, 1)]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("n_in", [256, 200, 40])
+def test_linear_t_equals_f_linear(n_in, threads, monkeypatch):
+    """kernels.linear_t(x, W^T, b) = F.linear(x, W, b): one row by the embedding-bag kernel (its
+    rows split into one bag per thread, the last bag taking the remainder: 200 rows on 3 threads
+    are bags of 66, 66 and 68), anything else by kernels.linear on the transposed view."""
+    torch.manual_seed(0)
+    w, b = torch.randn(96, n_in), torch.randn(96)
+    wt = w.t().contiguous()
+    calls = []
+    bag = torch.embedding_bag
+    monkeypatch.setattr(torch, "embedding_bag", lambda *a: calls.append(a[2].tolist()) or bag(*a))
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with torch.no_grad():
+            for x in (torch.randn(1, 1, n_in), torch.randn(n_in), torch.randn(3, 1, n_in), torch.randn(2, 5, n_in)):
+                for bias in (b, None):
+                    torch.testing.assert_close(kernels.linear_t(x, wt, bias), nn.functional.linear(x, w, bias),
+                                               atol=1e-4, rtol=1e-5)
+    finally:
+        torch.set_num_threads(old)
+    if kernels._HAS_ROWS:  # only the one-row calls: 2 shapes x 2 biases
+        bags = max(1, min(threads, n_in // 64))
+        assert calls == [[i * (n_in // bags) for i in range(bags)]] * 4
+    else:
+        assert calls == []
+    # outside its case it steps aside: autograd (gradients reach x and the weight), float64
+    x = torch.randn(1, n_in, requires_grad=True)
+    wt_grad = wt.clone().requires_grad_()
+    kernels.linear_t(x, wt_grad, b).sum().backward()
+    assert x.grad is not None and wt_grad.grad is not None
+    with torch.no_grad():
+        y = kernels.linear_t(torch.randn(1, n_in).double(), wt.double(), b.double())
+    assert y.dtype == torch.float64 and len(calls) == (4 if kernels._HAS_ROWS else 0)
+
+
+def test_transposed_copies_are_kept_rebuilt_and_dropped(monkeypatch):
+    """The transposed weights of a streamed model: built once and reused by later generate
+    calls, rebuilt after a parameter changes (a stale copy would decode with the old weights),
+    dropped by train() and left out of pickles and the state dict."""
+    import copy
+
+    monkeypatch.setattr(kernels, "CACHE_BYTES", 0)
+    if not kernels._HAS_ROWS:
+        pytest.skip("no fbgemm embedding-bag kernel in this PyTorch build")
+    gpt = model_for("llama")
+    prompt, nxt = torch.tensor([[5, 6, 7]]), torch.tensor([[8]])
+
+    def one_token_logits(fast_path: bool) -> torch.Tensor:  # after the prompt: one-row products
+        cache = KVCache()
+        with torch.no_grad():
+            if not fast_path:
+                gpt(prompt, cache=cache)
+                return gpt(nxt, cache=cache).logits[:, -1]
+            fast = FastDecoder.for_model(gpt)
+            assert fast.transposed
+            fast.step(prompt, cache)
+            return fast.step(nxt, cache)
+
+    gpt.generate(prompt, 6, temperature=0.0)
+    held = gpt.__dict__["_transposed"][1]
+    assert len(held) == 2 * 5 + 1  # per layer qkv, out, fc1, gate, fc2; the LM head
+    torch.testing.assert_close(held[-1], gpt.lm_head.weight.t())
+    gpt.generate(prompt, 6, temperature=0.0)
+    before = one_token_logits(True)
+    assert gpt.__dict__["_transposed"][1] is held  # reused while nothing changed
+    assert set(gpt.state_dict()) == set(model_for("llama").state_dict())
+    assert "_transposed" not in copy.deepcopy(gpt).__dict__
+    gpt.load_state_dict(model_for("llama", seed=9).state_dict())
+    after = one_token_logits(True)
+    assert gpt.__dict__["_transposed"][1] is not held
+    torch.testing.assert_close(after, one_token_logits(False), atol=1e-5, rtol=1e-5)  # the new weights
+    assert not torch.allclose(after, before, atol=1e-3)
+    gpt.train()
+    assert "_transposed" not in gpt.__dict__
