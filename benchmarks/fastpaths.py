@@ -7,12 +7,14 @@ All ratios come from one ``compare()`` call per pair (interleaved rounds, same l
 * preallocated cache: one decode step with the cache holding ``length`` tokens, writing in place
   into reserved buffers, against concatenating the whole cache (``KVCache.preallocate = False``);
 * oneDNN matmuls: a no-grad forward (prefill) and one decode step with ``attnlib.kernels``
-  choosing oneDNN for the large float32 matmuls, against the same with ``F.linear`` everywhere
-  (``kernels.USE_ONEDNN = False``: the BLAS PyTorch was built with, MKL in the pip wheels);
+  choosing oneDNN for the large float32 matmuls (and, in the step of a model larger than the
+  caches, ``kernels.linear_t`` on transposed weights), against the same with ``F.linear``
+  everywhere (``kernels.USE_ONEDNN = USE_ROWS = False``: the BLAS PyTorch was built with, MKL in
+  the pip wheels);
 * Python overhead per token: one cached decode step three ways, the model's own forward
   (``gpt(tok, cache=cache)``: checks, cache binding, undo on error), the decode loop of
   ``generate`` (``attnlib.decode.FastDecoder``) and a raw loop with the same weights and the same
-  matmul kernels (``F.layer_norm``, ``kernels.linear``, ``F.scaled_dot_product_attention``,
+  matmul kernels (``F.layer_norm``, ``FastDecoder.linear``, ``F.scaled_dot_product_attention``,
   in-place cache writes, no checks), so ``attnlib - raw`` is what the library's Python costs;
 * ``torch.compile`` (``--compile`` only; compiling takes minutes on a busy CPU): the compiled
   forward against the eager one.
@@ -94,7 +96,8 @@ def fast_step_fn(gpt: attnlib.GPT, length: int, vocab_size: int, device: str, se
 
 def raw_step_fn(gpt: attnlib.GPT, length: int, vocab_size: int, device: str, seed: int) -> Callable[[], torch.Tensor]:
     """The same decode step as :func:`step_fn`, written as a bare loop of torch functions (with
-    attnlib's choice of matmul kernel, ``kernels.linear``, so that only the Python differs).
+    the matmul kernels and weights ``generate``'s loop uses, ``FastDecoder.linear`` on its
+    matrices, so that only the Python differs).
 
     Pre-norm LayerNorm GPT with learned positions and GELU (the benchmark models); the caches are
     preallocated tensors written in place. Checked equal to ``gpt`` before it is timed."""
@@ -106,30 +109,29 @@ def raw_step_fn(gpt: attnlib.GPT, length: int, vocab_size: int, device: str, see
     gpt(ids[:, :length], cache=cache)
     ks = [torch.cat([k, k[:, :, :1]], dim=2) for k in cache.keys]  # (1, G, length + 1, D)
     vs = [torch.cat([v, v[:, :, :1]], dim=2) for v in cache.values]
-    layers = [(l.norm1, torch.cat([l.self_attn.q_proj.weight, l.self_attn.k_proj.weight, l.self_attn.v_proj.weight]),
-               torch.cat([l.self_attn.q_proj.bias, l.self_attn.k_proj.bias, l.self_attn.v_proj.bias]),
-               l.self_attn.out_proj, l.norm3, l.ffn.fc1, l.ffn.fc2) for l in gpt.layers]
+    fast = FastDecoder.for_model(gpt)  # the same kernels and weights as generate's loop
+    assert fast is not None, "the benchmark models take generate's fast loop"
+    m, lin = fast.token_min_macs, fast.linear  # linear_t on transposed copies for a large model
+    layers = [(l.norm1, f.qkv, l.self_attn.out_proj.bias, f.out[0], l.norm3, f.fc1, f.fc2)
+              for l, f in zip(gpt.layers, fast.layers)]
     tok_w, pos_w = gpt.embed.tok_emb.weight, gpt.embed.pos_emb.weight
-    nf, head_w = gpt.norm_f, gpt.lm_head.weight
+    nf, head_w = gpt.norm_f, fast.head
     tok, eps, C = ids[:, length:], cfg.layer_norm_eps, cfg.d_model
     approximate = "tanh" if cfg.activation == "gelu_tanh" else "none"
-    fast = FastDecoder.for_model(gpt)  # the same kernel choice as generate's loop
-    m = None if fast is None else fast.token_min_macs
 
     def step() -> torch.Tensor:
         x = tok_w[tok] + pos_w[length]  # (1, 1, C)
-        for i, (n1, w, b, o, n3, f1, f2) in enumerate(layers):
+        for i, (n1, (w, b), ob, o, n3, f1, f2) in enumerate(layers):
             h = F.layer_norm(x, (C,), n1.weight, n1.bias, eps)
-            q, k, v = kernels.linear(h, w, b, m).split([C, G * D, G * D], dim=-1)
+            q, k, v = lin(h, w, b, m).split([C, G * D, G * D], dim=-1)
             ks[i][:, :, length] = k.view(1, G, D)
             vs[i][:, :, length] = v.view(1, G, D)
             a = F.scaled_dot_product_attention(q.view(1, 1, H, D).transpose(1, 2), ks[i], vs[i],
                                                enable_gqa=G != H)  # (1, H, 1, D)
-            x = x + kernels.linear(a.transpose(1, 2).reshape(1, 1, C), o.weight, o.bias, m)
+            x = x + lin(a.transpose(1, 2).reshape(1, 1, C), o, ob, m)
             h = F.layer_norm(x, (C,), n3.weight, n3.bias, eps)
-            x = x + kernels.linear(F.gelu(kernels.linear(h, f1.weight, f1.bias, m), approximate=approximate),
-                                   f2.weight, f2.bias, m)
-        return kernels.linear(F.layer_norm(x, (C,), nf.weight, nf.bias, eps), head_w, None, m)[:, -1]
+            x = x + lin(F.gelu(lin(h, *f1, m), approximate=approximate), *f2, m)
+        return lin(F.layer_norm(x, (C,), nf.weight, nf.bias, eps), head_w, None, m)[:, -1]
 
     return step
 
@@ -161,7 +163,9 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print, compi
             blas = with_switch(fwd, kernels, "USE_ONEDNN", False)
             torch.testing.assert_close(fwd(), blas(), **tol)
             onednn = compare({"onednn": fwd, "f_linear": blas, "onednn_step": fast,
-                              "f_linear_step": with_switch(fast, kernels, "USE_ONEDNN", False)},
+                              # F.linear everywhere: no oneDNN, no transposed weights either
+                              "f_linear_step": with_switch(with_switch(fast, kernels, "USE_ROWS", False),
+                                                           kernels, "USE_ONEDNN", False)},
                              settings, baseline="f_linear")
             onednn_step = onednn["ratio"]["onednn_step"] / onednn["ratio"]["f_linear_step"]
         row = {
