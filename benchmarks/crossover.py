@@ -1,4 +1,5 @@
-"""Where oneDNN starts to beat ``F.linear``: the evidence for ``attnlib.kernels``' size bounds.
+"""Which matmul kernel for which product: the evidence for ``attnlib.kernels``' size bounds and
+for the transposed weights of one-token decode steps.
 
 ``attnlib.kernels.linear`` sends a float32 CPU product with no gradient to oneDNN from
 ``MIN_MACS`` multiply-adds (rows x in x out), and a one-token decode step of a model larger than
