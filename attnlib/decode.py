@@ -89,9 +89,9 @@ def _transposed_weights(model: Any) -> list[Tensor]:
     head (C, vocab). Built once and kept on the model (``model.__dict__``, not a parameter nor
     in the state dict) while every parameter keeps its version counter and storage, as
     ``MultiHeadAttention.fused_qkv`` does; ``GPT.train()`` drops them."""
-    key = tuple((p._version, p.data_ptr()) for p in model.parameters())
+    key = kernels.params_key(list(model.parameters()))  # None: made under inference_mode
     held = model.__dict__.get("_transposed")
-    if held is None or held[0] != key:
+    if held is None or key is None or held[0] != key:
         model.__dict__["_transposed"] = None  # free the stale copies before building new ones
         mats = []
         with torch.no_grad():

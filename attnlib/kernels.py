@@ -100,6 +100,16 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
     return F.linear(x, weight, bias)
 
 
+def params_key(params: "list[Optional[Tensor]]") -> Optional[tuple]:
+    """What a copy built from ``params`` depends on: each one's version counter (bumped by every
+    in-place update: optimizer steps, ``load_state_dict``, ``nn.init``) and storage (``.to()``,
+    reassignment, a dtype change all move it). None where a tensor was made under
+    ``torch.inference_mode`` (it has no version counter): then nothing may be reused."""
+    if any(p is not None and p.is_inference() for p in params):
+        return None
+    return tuple((p._version, p.data_ptr()) if p is not None else None for p in params)
+
+
 def rows_available(weight: Tensor) -> bool:
     """Can :func:`linear_t` use the embedding-bag kernel for this weight (CPU, float32, x86)?"""
     return (USE_ROWS and _HAS_ROWS and weight.dtype == torch.float32 and weight.device.type == "cpu")

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .attention import causal_mask, scaled_dot_product_attention
-from .kernels import Linear, linear
+from .kernels import Linear, linear, params_key
 
 
 class MultiHeadAttention(nn.Module):
@@ -85,10 +85,9 @@ class MultiHeadAttention(nn.Module):
         autograd only: the stack is a copy, so gradients would not reach the three modules. It
         costs the memory of the three weights once more while held."""
         params = self._qkv_params()
-        # version counter and storage of each: .to(), .data = ..., a dtype change all move the storage
-        key = tuple((p._version, p.data_ptr()) if p is not None else None for p in params)
+        key = params_key(params)  # None: parameters made under inference_mode, rebuilt every call
         fused = self.__dict__.get("_fused")  # absent on a module pickled before it existed
-        if fused is None or fused[0] != key:
+        if fused is None or key is None or fused[0] != key:
             with torch.no_grad():
                 w = torch.cat(params[:3])  # (C + 2 G D, C): rows of W_Q, then W_K, then W_V
                 b = None if params[3] is None else torch.cat(params[3:])  # (C + 2 G D,)

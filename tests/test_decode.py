@@ -302,3 +302,30 @@ def test_transposed_copies_are_kept_rebuilt_and_dropped(monkeypatch):
     assert not torch.allclose(after, before, atol=1e-3)
     gpt.train()
     assert "_transposed" not in gpt.__dict__
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["in_cache", "streamed"])
+def test_a_model_made_under_inference_mode_runs_and_sees_its_updates(streamed, monkeypatch):
+    """Parameters made under torch.inference_mode have no version counter, so the stacked q/k/v
+    and the transposed copies cannot tell when they change: they are rebuilt at every call (it
+    raised before). A load_state_dict inside inference mode must then show in the next call."""
+    if streamed:
+        monkeypatch.setattr(kernels, "CACHE_BYTES", 0)
+    prompt = torch.tensor([[5, 6, 7]])
+    with torch.inference_mode():
+        torch.manual_seed(0)
+        cfg = TransformerConfig(vocab_size=97, d_model=32, n_heads=4, n_layers=2, max_len=64, **LAYOUTS["llama"])
+        made = GPT(cfg).eval()
+        logits, tokens = made(prompt).logits, made.generate(prompt, 6, temperature=0.0)
+        made.load_state_dict(model_for("llama", seed=9).state_dict())
+        after = made(prompt).logits
+    ref = model_for("llama")
+    with torch.no_grad():
+        torch.testing.assert_close(logits, ref(prompt).logits)
+        torch.testing.assert_close(after, model_for("llama", seed=9)(prompt).logits)
+    assert torch.equal(tokens, ref.generate(prompt, 6, temperature=0.0))
+    with torch.inference_mode():
+        fast = FastDecoder.for_model(made)
+        got = fast.step(prompt, KVCache())
+    assert fast.transposed == (streamed and kernels._HAS_ROWS)
+    torch.testing.assert_close(got, after[:, -1], atol=1e-5, rtol=1e-5)
