@@ -300,6 +300,14 @@ def test_transposed_copies_are_kept_rebuilt_and_dropped(monkeypatch):
     assert gpt.__dict__["_transposed"][1] is not held
     torch.testing.assert_close(after, one_token_logits(False), atol=1e-5, rtol=1e-5)  # the new weights
     assert not torch.allclose(after, before, atol=1e-3)
+    held = gpt.__dict__["_transposed"][1]
+    opt = torch.optim.SGD(gpt.parameters(), lr=0.1)  # an optimizer step in eval mode (no train())
+    gpt(prompt, targets=prompt).loss.backward()
+    opt.step()
+    stepped = one_token_logits(True)
+    assert gpt.__dict__["_transposed"][1] is not held
+    torch.testing.assert_close(stepped, one_token_logits(False), atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(stepped, after, atol=1e-4)
     gpt.train()
     assert "_transposed" not in gpt.__dict__
 
