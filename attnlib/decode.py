@@ -83,35 +83,61 @@ class _Norm:
         return F.layer_norm(x, shape, w, b, eps)
 
 
+def _has_biases(model: Any) -> bool:
+    """Does any of the layers' linear maps have a bias (GPT-2: all; Llama: none)?"""
+    return any(m is not None and m.bias is not None for layer in model.layers
+               for m in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj,
+                         layer.self_attn.out_proj, layer.ffn.fc1, layer.ffn.gate, layer.ffn.fc2))
+
+
 def _transposed_weights(model: Any) -> list[Tensor]:
     """W^T (in, out) of every matrix a decode step multiplies by, in the order of the step: per
     layer q/k/v stacked as one (C, C + 2 G D), out, fc1, the gate (SwiGLU), fc2; then the LM
-    head (C, vocab). Built once and kept on the model (``model.__dict__``, not a parameter nor
-    in the state dict) while every parameter keeps its version counter and storage, as
-    ``MultiHeadAttention.fused_qkv`` does; ``GPT.train()`` drops them."""
+    head (C, vocab). In a model with biases each layer's matrix carries its bias as one more
+    row, (in + 1, out) (zeros where a map has none), read by ``kernels.linear_t(bias_row=True)``
+    as the weight streams in. Built once and kept on the model (``model.__dict__``, not a
+    parameter nor in the state dict) while every parameter keeps its version counter and storage,
+    as ``MultiHeadAttention.fused_qkv`` does; ``GPT.train()`` drops them."""
     key = kernels.params_key(list(model.parameters()))  # None: made under inference_mode
     held = model.__dict__.get("_transposed")
     if held is None or key is None or held[0] != key:
         model.__dict__["_transposed"] = None  # free the stale copies before building new ones
+        rows = _has_biases(model)
+
+        def t(ws: list[Tensor], bs: list[Optional[Tensor]]) -> Tensor:  # W^T, then the bias row
+            w = torch.cat(ws) if len(ws) > 1 else ws[0]  # (out, in)
+            if not rows:
+                return w.t().contiguous()
+            out = w.new_empty(w.shape[1] + 1, w.shape[0])  # (in + 1, out)
+            out[:-1] = w.t()
+            out[-1] = torch.cat([b if b is not None else w.new_zeros(v.shape[0]) for b, v in zip(bs, ws)])
+            return out
+
         mats = []
         with torch.no_grad():
             for layer in model.layers:
                 mha, ffn = layer.self_attn, layer.ffn
-                mats.append(torch.cat([mha.q_proj.weight, mha.k_proj.weight, mha.v_proj.weight]).t().contiguous())
-                mats += [m.weight.t().contiguous() for m in (mha.out_proj, ffn.fc1, ffn.gate, ffn.fc2) if m is not None]
-            mats.append(model.lm_head.weight.t().contiguous())
+                qkv = (mha.q_proj, mha.k_proj, mha.v_proj)
+                mats.append(t([m.weight for m in qkv], [m.bias for m in qkv]))
+                mats += [t([m.weight], [m.bias]) for m in (mha.out_proj, ffn.fc1, ffn.gate, ffn.fc2) if m is not None]
+            mats.append(model.lm_head.weight.t().contiguous())  # bias-free
         held = model.__dict__["_transposed"] = (key, mats)
     return held[1]
+
+
+def _linear_bias_row(x: Tensor, wt: Tensor, bias: Optional[Tensor], m: Optional[int]) -> Tensor:
+    return kernels.linear_t(x, wt, None, m, bias_row=True)  # bias: wt's last row
 
 
 class _Layer:
     """One GPT block's weights for the decode loop (the q/k/v weights stacked once).
 
     With ``transposed`` (an iterator over :func:`_transposed_weights`) the matrices are the
-    transposed copies and :attr:`linear` is ``kernels.linear_t``; else the module's own
-    weights (and the stack ``fused_qkv`` keeps) with ``kernels.linear``."""
+    transposed copies (with their biases as a last row where ``bias_rows``) and :attr:`linear`
+    is ``kernels.linear_t``; else the module's own weights (and the stack ``fused_qkv`` keeps)
+    with ``kernels.linear``."""
 
-    def __init__(self, layer: DecoderLayer, transposed: Optional[Any] = None) -> None:
+    def __init__(self, layer: DecoderLayer, transposed: Optional[Any] = None, bias_rows: bool = False) -> None:
         mha, ffn = layer.self_attn, layer.ffn
         self.norm_first = layer.norm_first
         self.norm1, self.norm3 = _Norm(layer.norm1), _Norm(layer.norm3)
@@ -124,13 +150,12 @@ class _Layer:
             self.fc1, self.fc2 = (ffn.fc1.weight, ffn.fc1.bias), (ffn.fc2.weight, ffn.fc2.bias)
             self.gate = None if ffn.gate is None else (ffn.gate.weight, ffn.gate.bias)
             return
-        self.linear = kernels.linear_t
-        biases = [mha.q_proj.bias, mha.k_proj.bias, mha.v_proj.bias]
-        self.qkv = (next(transposed), None if biases[0] is None else torch.cat(biases))  # (C, C + 2 G D)
-        self.out = (next(transposed), mha.out_proj.bias)
-        self.fc1 = (next(transposed), ffn.fc1.bias)
-        self.gate = None if ffn.gate is None else (next(transposed), ffn.gate.bias)
-        self.fc2 = (next(transposed), ffn.fc2.bias)
+        self.linear = _linear_bias_row if bias_rows else kernels.linear_t
+        self.qkv = (next(transposed), None)  # (C [+ 1], C + 2 G D)
+        self.out = (next(transposed), None)
+        self.fc1 = (next(transposed), None)
+        self.gate = None if ffn.gate is None else (next(transposed), None)
+        self.fc2 = (next(transposed), None)
 
     def ffn(self, x: Tensor, m: Optional[int]) -> Tensor:
         lin = self.linear
@@ -146,7 +171,8 @@ class FastDecoder:
     cache holds, appends their keys and values, and returns the next-token logits (B, vocab) of
     the last position. The weights are fetched when it is built: build a new one after changing
     the model (``generate`` builds one per call). ``transposed``: whether it multiplies by
-    transposed copies of the weights (a model larger than the caches, float32 on an x86 CPU).
+    transposed copies of the weights (a model larger than the caches, float32 on an x86 CPU);
+    ``bias_rows``: whether the layers' copies hold their biases as a last row.
     """
 
     def __init__(self, model: Any) -> None:
@@ -157,7 +183,9 @@ class FastDecoder:
         self.streamed = sum(p.numel() * p.element_size() for p in model.parameters()) > kernels.CACHE_BYTES
         self.transposed = self.streamed and kernels.rows_available(model.lm_head.weight)
         mats = iter(_transposed_weights(model)) if self.transposed else None
-        self.layers = [_Layer(layer, mats) for layer in model.layers]
+        # the layers' copies carry their biases as a last row (GPT-2; not Llama, which has none)
+        self.bias_rows = self.transposed and _has_biases(model)
+        self.layers = [_Layer(layer, mats, self.bias_rows) for layer in model.layers]
         self.norm_f = None if model.norm_f is None else _Norm(model.norm_f)
         # the LM head: (vocab, C) bias-free, or its transposed copy (C, vocab)
         self.head = next(mats) if self.transposed else model.lm_head.weight

@@ -130,16 +130,26 @@ def _rows_ok(x: Tensor, wt: Tensor, bias: Optional[Tensor]) -> bool:
 
 
 def linear_t(x: Tensor, wt: Tensor, bias: Optional[Tensor] = None,
-             min_macs: Optional[int] = None) -> Tensor:
+             min_macs: Optional[int] = None, *, bias_row: bool = False) -> Tensor:
     """x W^T + b from the transposed weight ``wt`` = W^T, as ``linear(x, wt.t(), bias)``.
 
     Shapes:
         x (..., in), wt (in, out) contiguous, bias (out,) or None -> (..., out).
+        With ``bias_row``: wt (in + 1, out), W^T with the bias as its last row (``bias`` None).
     One float32 row on the CPU (x86): the weighted sum of wt's rows, by the embedding-bag kernel
-    (see the module docstring). The rows are split into one bag per thread, whose sums are
-    added. Anything else: :func:`linear` on the view ``wt.t()`` (``min_macs`` as there).
+    (see the module docstring); a bias row is weighted by 1, so it streams in with the weight
+    instead of being read by a separate addition. The rows are split into one bag per thread,
+    whose sums are added. Anything else: :func:`linear` on the view ``wt.t()`` (``min_macs`` as
+    there).
     """
-    if not _rows_ok(x, wt, bias):
+    lead = x.shape[:-1]
+    if bias_row:
+        if bias is not None:
+            raise ValueError("linear_t: with bias_row=True the bias is wt's last row; pass bias=None")
+        if not _rows_ok(x, wt, None):
+            return linear(x, wt[:-1].t(), wt[-1], min_macs)
+        x = torch.cat([x.reshape(-1), x.new_ones(1)])  # (in + 1,): the bias row weighted by 1
+    elif not _rows_ok(x, wt, bias):
         return linear(x, wt.t(), bias, min_macs)
     n_in, n_out = wt.shape
     bags = max(1, min(torch.get_num_threads(), n_in // 64))  # each thread sums its share of rows
@@ -153,7 +163,7 @@ def linear_t(x: Tensor, wt: Tensor, bias: Optional[Tensor] = None,
     y = y.sum(0) if bags > 1 else y[0]  # (out,)
     if bias is not None:
         y = y.add_(bias)
-    return y.view(*x.shape[:-1], n_out)
+    return y.view(*lead, n_out)
 
 
 class Linear(nn.Linear):

@@ -111,8 +111,9 @@ def raw_step_fn(gpt: attnlib.GPT, length: int, vocab_size: int, device: str, see
     vs = [torch.cat([v, v[:, :, :1]], dim=2) for v in cache.values]
     fast = FastDecoder.for_model(gpt)  # the same kernels and weights as generate's loop
     assert fast is not None, "the benchmark models take generate's fast loop"
-    m, lin = fast.token_min_macs, fast.linear  # linear_t on transposed copies for a large model
-    layers = [(l.norm1, f.qkv, l.self_attn.out_proj.bias, f.out[0], l.norm3, f.fc1, f.fc2)
+    # linear_t on transposed copies (biases as their last rows) for a large model
+    m, head_lin, lin = fast.token_min_macs, fast.linear, fast.layers[0].linear
+    layers = [(l.norm1, f.qkv, f.out[1], f.out[0], l.norm3, f.fc1, f.fc2)
               for l, f in zip(gpt.layers, fast.layers)]
     tok_w, pos_w = gpt.embed.tok_emb.weight, gpt.embed.pos_emb.weight
     nf, head_w = gpt.norm_f, fast.head
@@ -131,7 +132,7 @@ def raw_step_fn(gpt: attnlib.GPT, length: int, vocab_size: int, device: str, see
             x = x + lin(a.transpose(1, 2).reshape(1, 1, C), o, ob, m)
             h = F.layer_norm(x, (C,), n3.weight, n3.bias, eps)
             x = x + lin(F.gelu(lin(h, *f1, m), approximate=approximate), *f2, m)
-        return lin(F.layer_norm(x, (C,), nf.weight, nf.bias, eps), head_w, None, m)[:, -1]
+        return head_lin(F.layer_norm(x, (C,), nf.weight, nf.bias, eps), head_w, None, m)[:, -1]
 
     return step
 

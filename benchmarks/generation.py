@@ -26,7 +26,6 @@ from typing import Callable
 import torch
 
 import attnlib
-from attnlib import kernels
 from attnlib.decode import FastDecoder
 
 from .harness import Settings, Target, compare, cpu_stall_us, fmt_table, synchronize
@@ -77,17 +76,22 @@ def decode_step(gpt: torch.nn.Module) -> Callable[[torch.Tensor, attnlib.KVCache
 def products_only(gpt: torch.nn.Module, device: str) -> Callable[[], object]:
     """The matrix-vector products of one decode step and nothing else: every weight matrix (q/k/v
     stacked, as decoding uses them, and the LM head) times one token's vector, with attnlib's
-    choice of kernel (``kernels.linear``). The floor of a decode step with these kernels: weight
-    bytes / its time is the bandwidth the kernels themselves reach."""
+    choice of kernel (``FastDecoder.linear`` and each layer's). The floor of a decode step with
+    these kernels: weight bytes / its time is the bandwidth the kernels themselves reach."""
     fast = FastDecoder.for_model(gpt)
     if fast is None:
         raise AssertionError("generate would not use the fast decode loop for this model")
-    mats = [m for layer in fast.layers for m in (layer.qkv, layer.out, layer.fc1, layer.gate, layer.fc2) if m]
-    mats.append((fast.head, None))
-    n_in = 0 if fast.transposed else 1  # W (out, in), or the transposed copy W^T (in, out)
-    xs = {w.shape[n_in]: torch.randn(1, 1, w.shape[n_in], device=device) for w, _ in mats}
+    # (kernel, weight, bias) per product, as the step calls them
+    mats = [(layer.linear, *p) for layer in fast.layers
+            for p in (layer.qkv, layer.out, layer.fc1, layer.gate, layer.fc2) if p]
+    mats.append((fast.linear, fast.head, None))
+    # the input width: W (out, in); or the transposed copy W^T (in, out), whose layers' copies
+    # have one more row (the bias) where bias_rows
+    widths = [w.shape[1] if not fast.transposed else w.shape[0] - (fast.bias_rows and i < len(mats) - 1)
+              for i, (lin, w, _) in enumerate(mats)]
+    xs = {n: torch.randn(1, 1, n, device=device) for n in widths}
     m = fast.token_min_macs  # as FastDecoder.step chooses
-    return lambda: [fast.linear(xs[w.shape[n_in]], w, b, m) for w, b in mats]
+    return lambda: [lin(xs[n], w, b, m) for (lin, w, b), n in zip(mats, widths)]
 
 
 def step_at(gpt: torch.nn.Module, length: int, vocab_size: int, device: str, seed: int) -> Callable[[], torch.Tensor]:

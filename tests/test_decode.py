@@ -337,3 +337,55 @@ def test_a_model_made_under_inference_mode_runs_and_sees_its_updates(streamed, m
         got = fast.step(prompt, KVCache())
     assert fast.transposed == (streamed and kernels._HAS_ROWS)
     torch.testing.assert_close(got, after[:, -1], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_linear_t_with_the_bias_as_last_row(threads):
+    """bias_row=True: wt is (in + 1, out) with the bias as its last row, weighted by 1 (one
+    row: the embedding bag; several rows or float64: kernels.linear on the parts)."""
+    torch.manual_seed(0)
+    w, b = torch.randn(96, 200), torch.randn(96)
+    wtb = torch.cat([w.t(), b[None]]).contiguous()  # (201, 96)
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with torch.no_grad():
+            for x in (torch.randn(1, 1, 200), torch.randn(200), torch.randn(3, 2, 200)):
+                torch.testing.assert_close(kernels.linear_t(x, wtb, bias_row=True),
+                                           nn.functional.linear(x, w, b), atol=1e-4, rtol=1e-5)
+            y = kernels.linear_t(torch.randn(1, 200).double(), wtb.double(), bias_row=True)
+    finally:
+        torch.set_num_threads(old)
+    assert y.shape == (1, 96) and y.dtype == torch.float64
+    with pytest.raises(ValueError, match="last row"):
+        kernels.linear_t(torch.randn(1, 200), wtb, b, bias_row=True)
+
+
+def test_transposed_copies_carry_the_biases_as_a_last_row(monkeypatch):
+    """In a model with biases each layer's copy is (in + 1, out): W^T, then the bias; the LM
+    head has none. A model without biases gets plain W^T."""
+    monkeypatch.setattr(kernels, "CACHE_BYTES", 0)
+    if not kernels._HAS_ROWS:
+        pytest.skip("no fbgemm embedding-bag kernel in this PyTorch build")
+    gpt = model_for("gpt2")
+    mha = gpt.layers[0].self_attn
+    prompt = torch.tensor([[5, 6, 7, 8]])
+    with torch.no_grad():
+        ref = KVCache()
+        gpt(prompt[:, :3], cache=ref)
+        want = gpt(prompt[:, 3:], cache=ref)
+        fast = FastDecoder.for_model(gpt)
+        cache = KVCache()
+        fast.step(prompt[:, :3], cache)
+        got = fast.step(prompt[:, 3:], cache)
+    torch.testing.assert_close(got, want.logits[:, -1], atol=1e-5, rtol=1e-5)
+    mats = gpt.__dict__["_transposed"][1]
+    qkv, out = mats[0], mats[1]
+    assert qkv.shape == (33, 96) and out.shape == (33, 32)
+    torch.testing.assert_close(qkv[-1], torch.cat([mha.q_proj.bias, mha.k_proj.bias, mha.v_proj.bias]))
+    torch.testing.assert_close(qkv[:-1], torch.cat([mha.q_proj.weight, mha.k_proj.weight, mha.v_proj.weight]).t())
+    assert mats[-1].shape == (32, 97)  # the LM head: bias-free
+    plain = model_for("llama")
+    with torch.no_grad():
+        FastDecoder.for_model(plain).step(prompt, KVCache())
+    assert plain.__dict__["_transposed"][1][0].shape == (32, 32 + 2 * 2 * 8)
