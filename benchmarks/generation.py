@@ -81,17 +81,16 @@ def products_only(gpt: torch.nn.Module, device: str) -> Callable[[], object]:
     fast = FastDecoder.for_model(gpt)
     if fast is None:
         raise AssertionError("generate would not use the fast decode loop for this model")
-    # (kernel, weight, bias) per product, as the step calls them
-    mats = [(layer.linear, *p) for layer in fast.layers
-            for p in (layer.qkv, layer.out, layer.fc1, layer.gate, layer.fc2) if p]
-    mats.append((fast.linear, fast.head, None))
-    # the input width: W (out, in); or the transposed copy W^T (in, out), whose layers' copies
-    # have one more row (the bias) where bias_rows
-    widths = [w.shape[1] if not fast.transposed else w.shape[0] - (fast.bias_rows and i < len(mats) - 1)
-              for i, (lin, w, _) in enumerate(mats)]
-    xs = {n: torch.randn(1, 1, n, device=device) for n in widths}
+    def width(w: torch.Tensor, bias_row: bool) -> int:  # input width: W (out, in) or W^T (in [+ 1], out)
+        return w.shape[0] - bias_row if fast.transposed else w.shape[1]
+
+    # (kernel, weight, bias, input width) per product, as the step calls them
+    mats = [(layer.linear, w, b, width(w, fast.bias_rows)) for layer in fast.layers
+            for w, b in (p for p in (layer.qkv, layer.out, layer.fc1, layer.gate, layer.fc2) if p)]
+    mats.append((fast.linear, fast.head, None, width(fast.head, False)))
+    xs = {n: torch.randn(1, 1, n, device=device) for *_, n in mats}
     m = fast.token_min_macs  # as FastDecoder.step chooses
-    return lambda: [lin(xs[n], w, b, m) for (lin, w, b), n in zip(mats, widths)]
+    return lambda: [lin(xs[n], w, b, m) for lin, w, b, n in mats]
 
 
 def step_at(gpt: torch.nn.Module, length: int, vocab_size: int, device: str, seed: int) -> Callable[[], torch.Tensor]:

@@ -362,13 +362,14 @@ def test_linear_t_with_the_bias_as_last_row(threads):
 
 
 def test_transposed_copies_carry_the_biases_as_a_last_row(monkeypatch):
-    """In a model with biases each layer's copy is (in + 1, out): W^T, then the bias; the LM
-    head has none. A model without biases gets plain W^T."""
+    """In a model with biases each layer's copy is (in + 1, out): W^T, then the bias (zeros for
+    a map without one); the LM head has none. A model without biases gets plain W^T."""
     monkeypatch.setattr(kernels, "CACHE_BYTES", 0)
     if not kernels._HAS_ROWS:
         pytest.skip("no fbgemm embedding-bag kernel in this PyTorch build")
     gpt = model_for("gpt2")
     mha = gpt.layers[0].self_attn
+    mha.out_proj.bias = None  # one map without a bias: its row is zeros
     prompt = torch.tensor([[5, 6, 7, 8]])
     with torch.no_grad():
         ref = KVCache()
@@ -381,7 +382,7 @@ def test_transposed_copies_carry_the_biases_as_a_last_row(monkeypatch):
     torch.testing.assert_close(got, want.logits[:, -1], atol=1e-5, rtol=1e-5)
     mats = gpt.__dict__["_transposed"][1]
     qkv, out = mats[0], mats[1]
-    assert qkv.shape == (33, 96) and out.shape == (33, 32)
+    assert qkv.shape == (33, 96) and out.shape == (33, 32) and not out[-1].any()
     torch.testing.assert_close(qkv[-1], torch.cat([mha.q_proj.bias, mha.k_proj.bias, mha.v_proj.bias]))
     torch.testing.assert_close(qkv[:-1], torch.cat([mha.q_proj.weight, mha.k_proj.weight, mha.v_proj.weight]).t())
     assert mats[-1].shape == (32, 97)  # the LM head: bias-free
