@@ -11,12 +11,11 @@ out. It returns the logits of the last position only (the only ones sampling rea
 prompt's pass does not multiply every prompt token by the LM head. For a model larger than a
 last-level cache (``kernels.CACHE_BYTES``), whose one-token steps read every weight from memory,
 it lets oneDNN take smaller products than elsewhere (``kernels.MIN_MACS_STREAMED``), and on x86
-CPUs it multiplies by copies of the weights laid out for one row at a time
-(:class:`kernels.RowMatrix`: column blocks of W^T, each with its part of the bias as a last row),
-with which one token's products read the weights at close to the memory's rate. Those copies
-cost the model's size in memory once more; they are built at the first decode and kept on the
-model while it stays in eval mode and its parameters do not change (``model.train()`` drops
-them; ``kernels.USE_ROWS = False`` stops their use).
+CPUs it multiplies by transposed copies of the weights, W^T (in, out), with which one token's
+products read the weights at close to the memory's rate (``kernels.linear_t``). Those copies cost
+the model's size in memory once more; they are built at the first decode and kept on the model
+while it stays in eval mode and its parameters do not change (``model.train()`` drops them;
+``kernels.USE_ROWS = False`` stops their use).
 
 It is used only where it cannot differ from ``model(ids, cache=cache)``: exactly an
 ``attnlib.GPT`` (not a subclass) built from attnlib's own layers, in eval mode, with no forward
@@ -91,87 +90,77 @@ def _has_biases(model: Any) -> bool:
                          layer.self_attn.out_proj, layer.ffn.fc1, layer.ffn.gate, layer.ffn.fc2))
 
 
-def _row_matrices(model: Any) -> list[kernels.RowMatrix]:
-    """:class:`kernels.RowMatrix` copies of every matrix a decode step multiplies by, in the order
-    of the step: per layer q/k/v stacked as one (C + 2 G D, C), out, fc1, the gate (SwiGLU), fc2;
-    then the LM head (vocab, C). In a model with biases each layer's copies carry their biases
-    (zeros where a map has none). Built once and kept on the model (``model.__dict__``, not a
+def _transposed_weights(model: Any) -> list[Tensor]:
+    """W^T (in, out) of every matrix a decode step multiplies by, in the order of the step: per
+    layer q/k/v stacked as one (C, C + 2 G D), out, fc1, the gate (SwiGLU), fc2; then the LM
+    head (C, vocab). In a model with biases each layer's matrix carries its bias as one more
+    row, (in + 1, out) (zeros where a map has none), read by ``kernels.linear_t(bias_row=True)``
+    as the weight streams in. Built once and kept on the model (``model.__dict__``, not a
     parameter nor in the state dict) while every parameter keeps its version counter and storage,
     as ``MultiHeadAttention.fused_qkv`` does; ``GPT.train()`` drops them."""
     key = kernels.params_key(list(model.parameters()))  # None: made under inference_mode
     held = model.__dict__.get("_transposed")
     if held is None or key is None or held[0] != key:
         model.__dict__["_transposed"] = None  # free the stale copies before building new ones
-        biases = _has_biases(model)
+        rows = _has_biases(model)
 
-        def rows(ms: list[nn.Linear]) -> kernels.RowMatrix:  # the maps' weights stacked, and biases
-            w = torch.cat([m.weight for m in ms]) if len(ms) > 1 else ms[0].weight  # (out, in)
-            b = None
-            if biases:
-                b = torch.cat([m.bias if m.bias is not None else w.new_zeros(m.weight.shape[0]) for m in ms])
-            return kernels.RowMatrix(w, b)
+        def t(ws: list[Tensor], bs: list[Optional[Tensor]]) -> Tensor:  # W^T, then the bias row
+            w = torch.cat(ws) if len(ws) > 1 else ws[0]  # (out, in)
+            if not rows:
+                return w.t().contiguous()
+            out = w.new_empty(w.shape[1] + 1, w.shape[0])  # (in + 1, out)
+            out[:-1] = w.t()
+            out[-1] = torch.cat([b if b is not None else w.new_zeros(v.shape[0]) for b, v in zip(bs, ws)])
+            return out
 
         mats = []
         with torch.no_grad():
             for layer in model.layers:
                 mha, ffn = layer.self_attn, layer.ffn
-                mats.append(rows([mha.q_proj, mha.k_proj, mha.v_proj]))
-                mats += [rows([m]) for m in (mha.out_proj, ffn.fc1, ffn.gate, ffn.fc2) if m is not None]
-            mats.append(kernels.RowMatrix(model.lm_head.weight))  # bias-free
+                qkv = (mha.q_proj, mha.k_proj, mha.v_proj)
+                mats.append(t([m.weight for m in qkv], [m.bias for m in qkv]))
+                mats += [t([m.weight], [m.bias]) for m in (mha.out_proj, ffn.fc1, ffn.gate, ffn.fc2) if m is not None]
+            mats.append(model.lm_head.weight.t().contiguous())  # bias-free
         held = model.__dict__["_transposed"] = (key, mats)
     return held[1]
 
 
-class _Matrix:
-    """One matrix of a decode step: the weight (out, in) and bias as the module keeps them
-    (multiplied by ``kernels.linear``), and for a large model on x86 also a
-    :class:`kernels.RowMatrix` copy, used for one token's row."""
-
-    __slots__ = ("weight", "bias", "rows")
-
-    def __init__(self, weight: Tensor, bias: Optional[Tensor], rows: Optional[kernels.RowMatrix] = None) -> None:
-        self.weight, self.bias, self.rows = weight, bias, rows
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        """(out, in)."""
-        return tuple(self.weight.shape)
-
-
-# the two ways a step multiplies x by one of its matrices: mm(mat, x, min_macs)
-def _row_product(mat: _Matrix, x: Tensor, m: Optional[int]) -> Tensor:
-    return mat.rows.row(x)  # float32 CPU rows: FastDecoder.product_for checked that once per step
-
-
-def _dense_product(mat: _Matrix, x: Tensor, m: Optional[int]) -> Tensor:
-    return linear(x, mat.weight, mat.bias, m)
+def _linear_bias_row(x: Tensor, wt: Tensor, bias: Optional[Tensor], m: Optional[int]) -> Tensor:
+    return kernels.linear_t(x, wt, None, m, bias_row=True)  # bias: wt's last row
 
 
 class _Layer:
-    """One GPT block's matrices for the decode loop (:class:`_Matrix`): ``qkv`` (the q/k/v maps
-    stacked, as ``fused_qkv`` keeps them), ``out``, ``fc1``, ``gate`` (SwiGLU, else None) and
-    ``fc2``; with ``rows`` (an iterator over :func:`_row_matrices`) each also gets its
-    :class:`kernels.RowMatrix` copy."""
+    """One GPT block's weights for the decode loop (the q/k/v weights stacked once).
 
-    def __init__(self, layer: DecoderLayer, rows: Optional[Any] = None) -> None:
+    With ``transposed`` (an iterator over :func:`_transposed_weights`) the matrices are the
+    transposed copies (with their biases as a last row where ``bias_rows``) and :attr:`linear`
+    is ``kernels.linear_t``; else the module's own weights (and the stack ``fused_qkv`` keeps)
+    with ``kernels.linear``."""
+
+    def __init__(self, layer: DecoderLayer, transposed: Optional[Any] = None, bias_rows: bool = False) -> None:
         mha, ffn = layer.self_attn, layer.ffn
         self.norm_first = layer.norm_first
         self.norm1, self.norm3 = _Norm(layer.norm1), _Norm(layer.norm3)
         self.heads, self.kv_heads, self.head_dim = mha.n_heads, mha.n_kv_heads, mha.head_dim
-
-        def mat(weight: Tensor, bias: Optional[Tensor]) -> _Matrix:
-            return _Matrix(weight, bias, None if rows is None else next(rows))
-
         self.activation = ffn.activation
-        self.qkv = mat(*mha.fused_qkv())  # (C + 2 G D, C) and its bias
-        self.out = mat(mha.out_proj.weight, mha.out_proj.bias)
-        self.fc1 = mat(ffn.fc1.weight, ffn.fc1.bias)
-        self.gate = None if ffn.gate is None else mat(ffn.gate.weight, ffn.gate.bias)
-        self.fc2 = mat(ffn.fc2.weight, ffn.fc2.bias)
+        if transposed is None:
+            self.linear = linear
+            self.qkv = mha.fused_qkv()  # (C + 2 G D, C) and its bias, as the module keeps them
+            self.out = (mha.out_proj.weight, mha.out_proj.bias)
+            self.fc1, self.fc2 = (ffn.fc1.weight, ffn.fc1.bias), (ffn.fc2.weight, ffn.fc2.bias)
+            self.gate = None if ffn.gate is None else (ffn.gate.weight, ffn.gate.bias)
+            return
+        self.linear = _linear_bias_row if bias_rows else kernels.linear_t
+        self.qkv = (next(transposed), None)  # (C [+ 1], C + 2 G D)
+        self.out = (next(transposed), None)
+        self.fc1 = (next(transposed), None)
+        self.gate = None if ffn.gate is None else (next(transposed), None)
+        self.fc2 = (next(transposed), None)
 
-    def ffn(self, x: Tensor, mm: Any, m: Optional[int]) -> Tensor:
-        gate = None if self.gate is None else mm(self.gate, x, m)
-        return mm(self.fc2, activate(self.activation, mm(self.fc1, x, m), gate), m)
+    def ffn(self, x: Tensor, m: Optional[int]) -> Tensor:
+        lin = self.linear
+        gate = None if self.gate is None else lin(x, *self.gate, m)
+        return lin(activate(self.activation, lin(x, *self.fc1, m), gate), *self.fc2, m)
 
 
 class FastDecoder:
@@ -182,41 +171,31 @@ class FastDecoder:
     cache holds, appends their keys and values, and returns the next-token logits (B, vocab) of
     the last position. The weights are fetched when it is built: build a new one after changing
     the model (``generate`` builds one per call). ``transposed``: whether it multiplies by
-    :class:`kernels.RowMatrix` copies of the weights (column blocks of W^T; a model larger than
-    the caches, float32 on an x86 CPU); ``bias_rows``: whether the layers' copies hold their
-    biases as a last row.
+    transposed copies of the weights (a model larger than the caches, float32 on an x86 CPU);
+    ``bias_rows``: whether the layers' copies hold their biases as a last row.
     """
 
     def __init__(self, model: Any) -> None:
         self.model = model
         # a model larger than a last-level cache streams its weights from memory at every step,
-        # where oneDNN pays off for smaller products and row copies stream faster
+        # where oneDNN pays off for smaller products and transposed weights stream faster
         # (see attnlib.kernels)
         self.streamed = sum(p.numel() * p.element_size() for p in model.parameters()) > kernels.CACHE_BYTES
         self.transposed = self.streamed and kernels.rows_available(model.lm_head.weight)
-        mats = iter(_row_matrices(model)) if self.transposed else None
+        mats = iter(_transposed_weights(model)) if self.transposed else None
         # the layers' copies carry their biases as a last row (GPT-2; not Llama, which has none)
         self.bias_rows = self.transposed and _has_biases(model)
-        self.layers = [_Layer(layer, mats) for layer in model.layers]
+        self.layers = [_Layer(layer, mats, self.bias_rows) for layer in model.layers]
         self.norm_f = None if model.norm_f is None else _Norm(model.norm_f)
-        # the LM head (vocab, C), bias-free
-        self.head = _Matrix(model.lm_head.weight, None, next(mats) if self.transposed else None)
+        # the LM head: (vocab, C) bias-free, or its transposed copy (C, vocab)
+        self.head = next(mats) if self.transposed else model.lm_head.weight
+        self.linear = kernels.linear_t if self.transposed else linear
         self.spec = cache_spec(model)
 
     @property
     def token_min_macs(self) -> Optional[int]:
         """The oneDNN bound of a one-token step's products (None: ``kernels.MIN_MACS``)."""
         return kernels.MIN_MACS_STREAMED if self.streamed else None
-
-    def product_for(self, x: Tensor) -> Any:
-        """How this step multiplies by its matrices, given its input x (B, T, C):
-        ``mm(matrix, x, min_macs)``. One float32 CPU row (or up to ``kernels.MAX_BAG_ROWS``:
-        a small batch of one-token steps) with row copies goes straight to ``RowMatrix.row``
-        (checked here once, not at each of the step's products); anything else (a prompt, a
-        larger batch) to ``kernels.linear`` with the module's weights."""
-        if self.transposed and x.shape[0] * x.shape[1] <= kernels.MAX_BAG_ROWS and kernels.one_row_ok(x):
-            return _row_product
-        return _dense_product
 
     @classmethod
     def for_model(cls, model: Any) -> Optional["FastDecoder"]:
@@ -239,11 +218,11 @@ class FastDecoder:
         return cls(model)
 
     def _attend(self, layer: _Layer, h: Tensor, cache: KVCache, i: int, past: int,
-                rope: Optional[tuple[Tensor, Tensor]], mm: Any, m: Optional[int]) -> Tensor:
+                rope: Optional[tuple[Tensor, Tensor]], m: Optional[int]) -> Tensor:
         """Self-attention of h (B, T, C) over the held tokens and itself -> (B, T, C)."""
         B, T, C = h.shape
         G, D = layer.kv_heads, layer.head_dim
-        q, k, v = mm(layer.qkv, h, m).split([C, G * D, G * D], dim=-1)  # one matmul
+        q, k, v = layer.linear(h, *layer.qkv, m).split([C, G * D, G * D], dim=-1)  # one matmul
         q = q.view(B, T, -1, D).transpose(1, 2)  # (B, H, T, D)
         k = k.view(B, T, G, D).transpose(1, 2)  # (B, G, T, D)
         v = v.view(B, T, G, D).transpose(1, 2)
@@ -257,7 +236,7 @@ class FastDecoder:
             mask, causal = causal_mask(T, past + T, device=h.device), False
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
                                              enable_gqa=G != layer.heads)  # (B, H, T, D)
-        return mm(layer.out, out.transpose(1, 2).reshape(B, T, C), m)
+        return layer.linear(out.transpose(1, 2).reshape(B, T, C), *layer.out, m)
 
     @torch.no_grad()
     def step(self, ids: Tensor, cache: KVCache) -> Tensor:
@@ -270,18 +249,17 @@ class FastDecoder:
         x = self.model.embed.forward(ids, positions)  # (B, T, C)
         # oneDNN from this many multiply-adds (None: kernels.MIN_MACS)
         m = self.token_min_macs if T == 1 else None
-        mm = self.product_for(x)
         rope = self.model.rope
         if rope is not None:  # (T, D) each
             rope = rope.rows(positions, T, x.device, x.dtype)
         for i, layer in enumerate(self.layers):
             if layer.norm_first:  # x + f(norm(x))
-                x = x + self._attend(layer, layer.norm1(x), cache, i, past, rope, mm, m)
-                x = x + layer.ffn(layer.norm3(x), mm, m)
+                x = x + self._attend(layer, layer.norm1(x), cache, i, past, rope, m)
+                x = x + layer.ffn(layer.norm3(x), m)
             else:  # norm(x + f(x))
-                x = layer.norm1(x + self._attend(layer, x, cache, i, past, rope, mm, m))
-                x = layer.norm3(x + layer.ffn(x, mm, m))
+                x = layer.norm1(x + self._attend(layer, x, cache, i, past, rope, m))
+                x = layer.norm3(x + layer.ffn(x, m))
         x = x[:, -1]  # (B, C): only the last position's logits are sampled from
         if self.norm_f is not None:
             x = self.norm_f(x)
-        return mm(self.head, x, m)  # (B, vocab)
+        return self.linear(x, self.head, None, m)  # (B, vocab)

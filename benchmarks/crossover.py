@@ -1,5 +1,5 @@
 """Which matmul kernel for which product: the evidence for ``attnlib.kernels``' size bounds and
-for the row copies (``kernels.RowMatrix``) of one-token decode steps.
+for the transposed weights of one-token decode steps.
 
 ``attnlib.kernels.linear`` sends a float32 CPU product with no gradient to oneDNN from
 ``MIN_MACS`` multiply-adds (rows x in x out), and a one-token decode step of a model larger than
@@ -11,9 +11,9 @@ the last-level cache from ``MIN_MACS_STREAMED``. This benchmark times oneDNN aga
   (eight times this machine's last-level cache), so that every call reads its weight from memory,
   as a decode step of GPT-2 small does.
 
-Each at one thread and at every core. The streamed cases also time ``kernels.RowMatrix``
-copies of the weights (column blocks of W^T through the embedding-bag kernel, which
-``FastDecoder`` uses for one token of a large model), and a sum over a tensor of the same bytes: each kernel's time over the
+Each at one thread and at every core. The streamed cases also time ``kernels.linear_t`` on
+transposed copies of the weights (the embedding-bag kernel that ``FastDecoder`` uses for one
+token of a large model), and a sum over a tensor of the same bytes: each kernel's time over the
 sum's is the fraction of the read rate it reaches. Targets check the bounds against the
 measurements.
 ``python -m benchmarks --full --only crossover`` (a few minutes; not in the default set).
@@ -69,12 +69,11 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
                 torch.testing.assert_close(_onednn(x, ws[0]), F.linear(x, ws[0]), atol=1e-3, rtol=1e-4)
                 variants = {"onednn": lambda: [_onednn(x, w) for w in ws],
                             "f_linear": lambda: [F.linear(x, w) for w in ws]}
-                mats: list = []
-                if where == "streamed":  # row copies (as FastDecoder holds them) and a plain read
-                    mats = [kernels.RowMatrix(w) for w in ws]
+                if where == "streamed":  # transposed copies (as FastDecoder holds them) and a plain read
+                    wts = [w.t().contiguous() for w in ws]
                     flat = torch.randn(copies * o * i, generator=g)
-                    torch.testing.assert_close(mats[0](x), F.linear(x, ws[0]), atol=1e-3, rtol=1e-4)
-                    variants["row_matrix"] = lambda: [mat(x) for mat in mats]
+                    torch.testing.assert_close(kernels.linear_t(x, wts[0]), F.linear(x, ws[0]), atol=1e-3, rtol=1e-4)
+                    variants["linear_t"] = lambda: [kernels.linear_t(x, w) for w in wts]
                     variants["read"] = flat.sum
                 res = compare(variants, s, baseline="f_linear")
                 row = {"where": where, "rows": m, "out": o, "in": i, "macs": m * o * i, "threads": n,
@@ -82,14 +81,14 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
                        "f_linear_us": res["median_s"]["f_linear"] / copies * 1e6}
                 if where == "streamed":
                     r = res["ratio"]
-                    row.update(row_matrix_over_best=r["row_matrix"] / min(r["onednn"], 1.0),
-                               fraction_of_read={k: r["read"] / r[k] for k in ("onednn", "f_linear", "row_matrix")})
+                    row.update(linear_t_over_best=r["linear_t"] / min(r["onednn"], 1.0),
+                               fraction_of_read={k: r["read"] / r[k] for k in ("onednn", "f_linear", "linear_t")})
                 rows.append(row)
                 log(f"  {where:8s} threads={n} {m}x{i}->{o} ({m * o * i} MACs): "
                     f"oneDNN/F.linear {res['ratio']['onednn']:.2f}"
-                    + (f", RowMatrix/best {row['row_matrix_over_best']:.2f}, RowMatrix reads at "
-                       f"{row['fraction_of_read']['row_matrix']:.2f} of a sum" if where == "streamed" else ""))
-                del ws, variants, mats
+                    + (f", linear_t/best {row['linear_t_over_best']:.2f}, linear_t reads at "
+                       f"{row['fraction_of_read']['linear_t']:.2f} of a sum" if where == "streamed" else ""))
+                del ws, variants
     targets = []
     for n in threads:
         mine = [r for r in rows if r["threads"] == n]
@@ -107,11 +106,11 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
         if streamed:
             targets.append(Target(f"crossover {n} thread(s): streamed, from MIN_MACS_STREAMED, slowest oneDNN / "
                                   "F.linear", max(streamed), "<=", 1.0, "oneDNN is the right choice there"))
-        by_rows = [r["row_matrix_over_best"] for r in mine if "row_matrix_over_best" in r]
-        if by_rows and kernels._HAS_ROWS:
-            targets.append(Target(f"crossover {n} thread(s): streamed, one row, slowest RowMatrix / "
-                                  "the faster of oneDNN and F.linear", max(by_rows), "<=", 1.0,
-                                  "FastDecoder's row copies are the right choice there"))
+        transposed = [r["linear_t_over_best"] for r in mine if "linear_t_over_best" in r]
+        if transposed and kernels._HAS_ROWS:
+            targets.append(Target(f"crossover {n} thread(s): streamed, one row, slowest linear_t (transposed) / "
+                                  "the faster of oneDNN and F.linear", max(transposed), "<=", 1.0,
+                                  "FastDecoder's transposed weights are the right choice there"))
     return {"min_macs": kernels.MIN_MACS, "min_macs_streamed": kernels.MIN_MACS_STREAMED, "stream_bytes": stream,
             "runs": rows, "targets": [t.to_dict() for t in targets]}
 
@@ -119,7 +118,7 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
 def table(result: dict) -> str:
     """One row per case: MACs, where the weight is, threads, the ratio."""
     rows = [[r["where"], r["threads"], f"{r['rows']}x{r['in']}->{r['out']}", r["macs"], r["f_linear_us"],
-             r["onednn_over_f_linear"], r.get("row_matrix_over_best", "")]
+             r["onednn_over_f_linear"], r.get("linear_t_over_best", "")]
             for r in sorted(result["runs"], key=lambda r: (r["where"], r["threads"], r["macs"]))]
     return fmt_table(["weight", "threads", "product", "MACs", "F.linear us", "oneDNN / F.linear",
-                      "RowMatrix / best"], rows)
+                      "linear_t / best"], rows)

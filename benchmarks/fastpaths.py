@@ -8,13 +8,13 @@ All ratios come from one ``compare()`` call per pair (interleaved rounds, same l
   into reserved buffers, against concatenating the whole cache (``KVCache.preallocate = False``);
 * oneDNN matmuls: a no-grad forward (prefill) and one decode step with ``attnlib.kernels``
   choosing oneDNN for the large float32 matmuls (and, in the step of a model larger than the
-  caches, ``kernels.RowMatrix`` copies of the weights), against the same with ``F.linear``
+  caches, ``kernels.linear_t`` on transposed weights), against the same with ``F.linear``
   everywhere (``kernels.USE_ONEDNN = USE_ROWS = False``: the BLAS PyTorch was built with, MKL in
   the pip wheels);
 * Python overhead per token: one cached decode step three ways, the model's own forward
   (``gpt(tok, cache=cache)``: checks, cache binding, undo on error), the decode loop of
   ``generate`` (``attnlib.decode.FastDecoder``) and a raw loop with the same weights and the same
-  matmul kernels (``F.layer_norm``, ``FastDecoder.product_for``, ``F.scaled_dot_product_attention``,
+  matmul kernels (``F.layer_norm``, ``FastDecoder.linear``, ``F.scaled_dot_product_attention``,
   in-place cache writes, no checks), so ``attnlib - raw`` is what the library's Python costs;
 * ``torch.compile`` (``--compile`` only; compiling takes minutes on a busy CPU): the compiled
   forward against the eager one.
@@ -96,7 +96,7 @@ def fast_step_fn(gpt: attnlib.GPT, length: int, vocab_size: int, device: str, se
 
 def raw_step_fn(gpt: attnlib.GPT, length: int, vocab_size: int, device: str, seed: int) -> Callable[[], torch.Tensor]:
     """The same decode step as :func:`step_fn`, written as a bare loop of torch functions (with
-    the matmul kernels and weights ``generate``'s loop uses, ``FastDecoder.product_for`` on its
+    the matmul kernels and weights ``generate``'s loop uses, ``FastDecoder.linear`` on its
     matrices, so that only the Python differs).
 
     Pre-norm LayerNorm GPT with learned positions and GELU (the benchmark models); the caches are
@@ -111,10 +111,10 @@ def raw_step_fn(gpt: attnlib.GPT, length: int, vocab_size: int, device: str, see
     vs = [torch.cat([v, v[:, :, :1]], dim=2) for v in cache.values]
     fast = FastDecoder.for_model(gpt)  # the same kernels and weights as generate's loop
     assert fast is not None, "the benchmark models take generate's fast loop"
-    # RowMatrix copies (biases as their blocks' last rows) for a large model, else the weights
-    token = torch.empty(1, 1, cfg.d_model, device=device, dtype=gpt.lm_head.weight.dtype)  # a step's input
-    m, mm = fast.token_min_macs, fast.product_for(token)
-    layers = [(l.norm1, f.qkv, f.out, l.norm3, f.fc1, f.fc2) for l, f in zip(gpt.layers, fast.layers)]
+    # linear_t on transposed copies (biases as their last rows) for a large model
+    m, head_lin, lin = fast.token_min_macs, fast.linear, fast.layers[0].linear
+    layers = [(l.norm1, f.qkv, f.out[1], f.out[0], l.norm3, f.fc1, f.fc2)
+              for l, f in zip(gpt.layers, fast.layers)]
     tok_w, pos_w = gpt.embed.tok_emb.weight, gpt.embed.pos_emb.weight
     nf, head_w = gpt.norm_f, fast.head
     tok, eps, C = ids[:, length:], cfg.layer_norm_eps, cfg.d_model
@@ -122,17 +122,17 @@ def raw_step_fn(gpt: attnlib.GPT, length: int, vocab_size: int, device: str, see
 
     def step() -> torch.Tensor:
         x = tok_w[tok] + pos_w[length]  # (1, 1, C)
-        for i, (n1, qkv, o, n3, f1, f2) in enumerate(layers):
+        for i, (n1, (w, b), ob, o, n3, f1, f2) in enumerate(layers):
             h = F.layer_norm(x, (C,), n1.weight, n1.bias, eps)
-            q, k, v = mm(qkv, h, m).split([C, G * D, G * D], dim=-1)
+            q, k, v = lin(h, w, b, m).split([C, G * D, G * D], dim=-1)
             ks[i][:, :, length] = k.view(1, G, D)
             vs[i][:, :, length] = v.view(1, G, D)
             a = F.scaled_dot_product_attention(q.view(1, 1, H, D).transpose(1, 2), ks[i], vs[i],
                                                enable_gqa=G != H)  # (1, H, 1, D)
-            x = x + mm(o, a.transpose(1, 2).reshape(1, 1, C), m)
+            x = x + lin(a.transpose(1, 2).reshape(1, 1, C), o, ob, m)
             h = F.layer_norm(x, (C,), n3.weight, n3.bias, eps)
-            x = x + mm(f2, F.gelu(mm(f1, h, m), approximate=approximate), m)
-        return mm(head_w, F.layer_norm(x, (C,), nf.weight, nf.bias, eps), m)[:, -1]
+            x = x + lin(F.gelu(lin(h, *f1, m), approximate=approximate), *f2, m)
+        return head_lin(F.layer_norm(x, (C,), nf.weight, nf.bias, eps), head_w, None, m)[:, -1]
 
     return step
 

@@ -76,18 +76,21 @@ def decode_step(gpt: torch.nn.Module) -> Callable[[torch.Tensor, attnlib.KVCache
 def products_only(gpt: torch.nn.Module, device: str) -> Callable[[], object]:
     """The matrix-vector products of one decode step and nothing else: every weight matrix (q/k/v
     stacked, as decoding uses them, and the LM head) times one token's vector, with attnlib's
-    choice of kernel (``FastDecoder.product_for``). The floor of a decode step with
+    choice of kernel (``FastDecoder.linear`` and each layer's). The floor of a decode step with
     these kernels: weight bytes / its time is the bandwidth the kernels themselves reach."""
     fast = FastDecoder.for_model(gpt)
     if fast is None:
         raise AssertionError("generate would not use the fast decode loop for this model")
-    mats = [mat for layer in fast.layers
-            for mat in (layer.qkv, layer.out, layer.fc1, layer.gate, layer.fc2) if mat is not None]
-    mats.append(fast.head)
-    xs = [torch.randn(1, 1, mat.shape[1], device=device) for mat in mats]  # one token's input (1, 1, in)
-    mm = fast.product_for(xs[0])  # as FastDecoder.step chooses, with its oneDNN bound
-    m = fast.token_min_macs
-    return lambda: [mm(mat, x, m) for mat, x in zip(mats, xs)]
+    def width(w: torch.Tensor, bias_row: bool) -> int:  # input width: W (out, in) or W^T (in [+ 1], out)
+        return w.shape[0] - bias_row if fast.transposed else w.shape[1]
+
+    # (kernel, weight, bias, input width) per product, as the step calls them
+    mats = [(layer.linear, w, b, width(w, fast.bias_rows)) for layer in fast.layers
+            for w, b in (p for p in (layer.qkv, layer.out, layer.fc1, layer.gate, layer.fc2) if p)]
+    mats.append((fast.linear, fast.head, None, width(fast.head, False)))
+    xs = {n: torch.randn(1, 1, n, device=device) for *_, n in mats}
+    m = fast.token_min_macs  # as FastDecoder.step chooses
+    return lambda: [lin(xs[n], w, b, m) for lin, w, b, n in mats]
 
 
 def step_at(gpt: torch.nn.Module, length: int, vocab_size: int, device: str, seed: int) -> Callable[[], torch.Tensor]:

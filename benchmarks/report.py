@@ -186,9 +186,9 @@ def render_crossover(doc: dict) -> str:
                    for r in runs if "fraction_of_read" in r)
     read_table = "" if not reads else (
         "\nStreamed one-row products, as a fraction of the rate at which a sum reads the same bytes "
-        "(`RowMatrix`: the row copies `FastDecoder` holds for a large model):\n\n"
-        + _md_table(["1×in→out", "threads", "F.linear", "oneDNN", "RowMatrix"],
-                    [[f"{i}\u2192{o}", n, f["f_linear"], f["onednn"], f["row_matrix"]]
+        "(`linear_t`: the transposed weights `FastDecoder` holds for a large model):\n\n"
+        + _md_table(["1×in→out", "threads", "F.linear", "oneDNN", "linear_t"],
+                    [[f"{i}\u2192{o}", n, f["f_linear"], f["onednn"], f["linear_t"]]
                      for _, i, o, n, f in reads]) + "\n")
     verdict = {True: "met", False: "**missed**", None: "n/a"}
     targets = [[t["name"].split(": ", 1)[-1], t["value"], f"{t['op']} {t['limit']}", verdict[t["met"]]]

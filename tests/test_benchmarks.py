@@ -103,15 +103,15 @@ def check_document(doc: dict, benchmarks: set[str]) -> None:
         cx = doc["benchmarks"]["crossover"]
         assert {r["where"] for r in cx["runs"]} == {"in cache", "streamed"}
         for run in cx["runs"]:
-            streamed = run["where"] == "streamed"  # also the row copies and a plain read
-            check_comparison(run["timing"], {"onednn", "f_linear"} | ({"row_matrix", "read"} if streamed else set()))
+            streamed = run["where"] == "streamed"  # also the transposed weights and a plain read
+            check_comparison(run["timing"], {"onednn", "f_linear"} | ({"linear_t", "read"} if streamed else set()))
             assert run["macs"] == run["rows"] * run["in"] * run["out"]
             assert run["onednn_over_f_linear"] == run["timing"]["ratio"]["onednn"]
             if streamed:  # the copies add up to the stated bytes
                 assert run["rows"] == 1 and run["copies"] * run["in"] * run["out"] * 4 >= 0.9 * cx["stream_bytes"]
                 r = run["timing"]["ratio"]
-                assert run["row_matrix_over_best"] == pytest.approx(r["row_matrix"] / min(1.0, r["onednn"]))
-                assert run["fraction_of_read"]["row_matrix"] == pytest.approx(r["read"] / r["row_matrix"])
+                assert run["linear_t_over_best"] == pytest.approx(r["linear_t"] / min(1.0, r["onednn"]))
+                assert run["fraction_of_read"]["linear_t"] == pytest.approx(r["read"] / r["linear_t"])
 
 
 def test_crossover_smoke(tmp_path: Path) -> None:

@@ -34,8 +34,9 @@ def model_for(layout: str, seed: int = 0) -> GPT:
 @pytest.mark.parametrize("streamed", [False, True], ids=["in_cache", "streamed"])
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_fast_steps_equal_the_models_cached_forward(layout, streamed, batch, monkeypatch):
-    """Streamed: as for a model larger than the caches: one sequence's one-token products by
-    kernels.RowMatrix's embedding-bag path (x86), every product of several rows on oneDNN."""
+    """Streamed: as for a model larger than the caches, with transposed weights (x86), every
+    product of several rows on oneDNN and, for one sequence, one-token products by
+    kernels.linear_t's embedding-bag path."""
     if streamed:
         monkeypatch.setattr(kernels, "CACHE_BYTES", 0)
         monkeypatch.setattr(kernels, "MIN_MACS_STREAMED", 1)
@@ -225,76 +226,41 @@ def test_generate_appends_through_kvcache_update(monkeypatch):
     assert seen == [(0, 4), (1, 4), (0, 1), (1, 1), (0, 1), (1, 1)]
 
 
-@pytest.mark.parametrize("block", [None, 32, 7])
-@pytest.mark.parametrize("n_out,n_in", [(96, 200), (100, 40), (5, 64)])
-def test_row_matrix_equals_f_linear(n_out, n_in, block, monkeypatch):
-    """kernels.RowMatrix(W, b)(x) = F.linear(x, W, b): up to MAX_BAG_ROWS rows by the
-    embedding-bag kernel, one bag per column block and row (the same numbers on 1, 2 and 3
-    threads: threads share out whole bags), more rows by a batched matmul over the blocks."""
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("n_in", [256, 200, 40])
+def test_linear_t_equals_f_linear(n_in, threads, monkeypatch):
+    """kernels.linear_t(x, W^T, b) = F.linear(x, W, b): one row by the embedding-bag kernel (its
+    rows split into one bag per thread, the last bag taking the remainder: 200 rows on 3 threads
+    are bags of 66, 66 and 68), anything else by kernels.linear on the transposed view."""
     torch.manual_seed(0)
-    w, b = torch.randn(n_out, n_in), torch.randn(n_out)
+    w, b = torch.randn(96, n_in), torch.randn(96)
+    wt = w.t().contiguous()
     calls = []
     bag = torch.embedding_bag
-    # each bag's first table row: the indices at the bags' offsets
-    monkeypatch.setattr(torch, "embedding_bag", lambda *a: calls.append(a[1][a[2].long()].tolist()) or bag(*a))
-    assert kernels.MAX_BAG_ROWS == 3
-    xs = (torch.randn(1, 1, n_in), torch.randn(n_in), torch.randn(2, 1, n_in), torch.randn(3, n_in),
-          torch.randn(2, 5, n_in))  # 1, 1, 2 and 3 rows by the bag; 10 rows by the matmul
+    monkeypatch.setattr(torch, "embedding_bag", lambda *a: calls.append(a[2].tolist()) or bag(*a))
     old = torch.get_num_threads()
-    bagged = {}
+    torch.set_num_threads(threads)
     try:
-        for threads in (1, 2, 3):
-            torch.set_num_threads(threads)
-            with torch.no_grad():
+        with torch.no_grad():
+            for x in (torch.randn(1, 1, n_in), torch.randn(n_in), torch.randn(3, 1, n_in), torch.randn(2, 5, n_in)):
                 for bias in (b, None):
-                    mat = kernels.RowMatrix(w, bias, block)
-                    for i, x in enumerate(xs):
-                        y = mat(x)
-                        torch.testing.assert_close(y, nn.functional.linear(x, w, bias), atol=1e-4, rtol=1e-5)
-                        if x.numel() <= 3 * n_in:  # bit for bit the same on every thread count
-                            assert torch.equal(y, bagged.setdefault((i, bias is None), y))
+                    torch.testing.assert_close(kernels.linear_t(x, wt, bias), nn.functional.linear(x, w, bias),
+                                               atol=1e-4, rtol=1e-5)
     finally:
         torch.set_num_threads(old)
-    width = -(-n_out // mat.blocks)
-    assert mat.blocks == -(-n_out // (block or kernels.ROW_BLOCK))
-    assert mat.block == (-(-width // 16) * 16 if (block or kernels.ROW_BLOCK) % 16 == 0 else width)
-    # only the bagged calls, per thread count and bias: bag (j, r) sums block j's rows
-
-    def offsets(rows: int, m: int) -> list[int]:
-        return [j * rows for j in range(mat.blocks) for _ in range(m)]
-
-    per_bias = [[offsets(n_in + 1, m) for m in (1, 1, 2, 3)], [offsets(n_in, m) for m in (1, 1, 2, 3)]]
-    assert calls == (per_bias[0] + per_bias[1]) * 3
-    # the copy holds exactly W and b, zero-padded to whole blocks
-    mat = kernels.RowMatrix(w, b, block)
-    got_w, got_b = mat.unpack()
-    assert torch.equal(got_w, w) and torch.equal(got_b, b)
-    assert mat.table.shape == (mat.blocks, n_in + 1, mat.block) and mat.blocks * mat.block >= n_out
-    assert not mat.table.transpose(0, 1).reshape(n_in + 1, -1)[:, n_out:].any()
-    # outside its case it steps aside: autograd (the gradient reaches x), a float64 copy
-    calls.clear()
+    if kernels._HAS_ROWS:  # only the one-row calls: 2 shapes x 2 biases
+        bags = max(1, min(threads, n_in // 64))
+        assert calls == [[i * (n_in // bags) for i in range(bags)]] * 4
+    else:
+        assert calls == []
+    # outside its case it steps aside: autograd (gradients reach x and the weight), float64
     x = torch.randn(1, n_in, requires_grad=True)
-    mat(x).sum().backward()
-    torch.testing.assert_close(x.grad, w.sum(0, keepdim=True), atol=1e-4, rtol=1e-5)
+    wt_grad = wt.clone().requires_grad_()
+    kernels.linear_t(x, wt_grad, b).sum().backward()
+    assert x.grad is not None and wt_grad.grad is not None
     with torch.no_grad():
-        y = kernels.RowMatrix(w.double(), b.double(), block)(torch.randn(1, n_in).double())
-    assert y.dtype == torch.float64 and y.shape == (1, n_out) and calls == []
-
-
-def test_row_matrix_rejects_bad_input():
-    w = torch.randn(8, 4)
-    with pytest.raises(ValueError, match="2-D"):
-        kernels.RowMatrix(torch.randn(8))
-    with pytest.raises(ValueError, match=r"bias must have shape \(8,\)"):
-        kernels.RowMatrix(w, torch.randn(4))
-    with pytest.raises(ValueError, match="positive"):
-        kernels.RowMatrix(w, block=0)
-    mat = kernels.RowMatrix(w)
-    with pytest.raises(ValueError, match="last dimension must be in=4"):
-        mat(torch.randn(1, 5))
-    with pytest.raises(ValueError, match="float64"):
-        mat(torch.randn(1, 4).double())
-    assert mat.shape == (8, 4) and "out=8, in=4" in repr(mat)
+        y = kernels.linear_t(torch.randn(1, n_in).double(), wt.double(), b.double())
+    assert y.dtype == torch.float64 and len(calls) == (4 if kernels._HAS_ROWS else 0)
 
 
 def test_transposed_copies_are_kept_rebuilt_and_dropped(monkeypatch):
@@ -323,7 +289,7 @@ def test_transposed_copies_are_kept_rebuilt_and_dropped(monkeypatch):
     gpt.generate(prompt, 6, temperature=0.0)
     held = gpt.__dict__["_transposed"][1]
     assert len(held) == 2 * 5 + 1  # per layer qkv, out, fc1, gate, fc2; the LM head
-    assert torch.equal(held[-1].unpack()[0], gpt.lm_head.weight)
+    torch.testing.assert_close(held[-1], gpt.lm_head.weight.t())
     gpt.generate(prompt, 6, temperature=0.0)
     before = one_token_logits(True)
     assert gpt.__dict__["_transposed"][1] is held  # reused while nothing changed
@@ -373,6 +339,28 @@ def test_a_model_made_under_inference_mode_runs_and_sees_its_updates(streamed, m
     torch.testing.assert_close(got, after[:, -1], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_linear_t_with_the_bias_as_last_row(threads):
+    """bias_row=True: wt is (in + 1, out) with the bias as its last row, weighted by 1 (one
+    row: the embedding bag; several rows or float64: kernels.linear on the parts)."""
+    torch.manual_seed(0)
+    w, b = torch.randn(96, 200), torch.randn(96)
+    wtb = torch.cat([w.t(), b[None]]).contiguous()  # (201, 96)
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with torch.no_grad():
+            for x in (torch.randn(1, 1, 200), torch.randn(200), torch.randn(3, 2, 200)):
+                torch.testing.assert_close(kernels.linear_t(x, wtb, bias_row=True),
+                                           nn.functional.linear(x, w, b), atol=1e-4, rtol=1e-5)
+            y = kernels.linear_t(torch.randn(1, 200).double(), wtb.double(), bias_row=True)
+    finally:
+        torch.set_num_threads(old)
+    assert y.shape == (1, 96) and y.dtype == torch.float64
+    with pytest.raises(ValueError, match="last row"):
+        kernels.linear_t(torch.randn(1, 200), wtb, b, bias_row=True)
+
+
 def test_transposed_copies_carry_the_biases_as_a_last_row(monkeypatch):
     """In a model with biases each layer's copy is (in + 1, out): W^T, then the bias (zeros for
     a map without one); the LM head has none. A model without biases gets plain W^T."""
@@ -393,14 +381,12 @@ def test_transposed_copies_carry_the_biases_as_a_last_row(monkeypatch):
         got = fast.step(prompt[:, 3:], cache)
     torch.testing.assert_close(got, want.logits[:, -1], atol=1e-5, rtol=1e-5)
     mats = gpt.__dict__["_transposed"][1]
-    (qkv_w, qkv_b), (out_w, out_b) = mats[0].unpack(), mats[1].unpack()
-    assert qkv_w.shape == (96, 32) and out_w.shape == (32, 32) and not out_b.any()
-    assert mats[0].table.shape[1] == 33  # in + 1: the bias row
-    torch.testing.assert_close(qkv_b, torch.cat([mha.q_proj.bias, mha.k_proj.bias, mha.v_proj.bias]))
-    torch.testing.assert_close(qkv_w, torch.cat([mha.q_proj.weight, mha.k_proj.weight, mha.v_proj.weight]))
-    assert mats[-1].shape == (97, 32) and not mats[-1].has_bias  # the LM head: bias-free
+    qkv, out = mats[0], mats[1]
+    assert qkv.shape == (33, 96) and out.shape == (33, 32) and not out[-1].any()
+    torch.testing.assert_close(qkv[-1], torch.cat([mha.q_proj.bias, mha.k_proj.bias, mha.v_proj.bias]))
+    torch.testing.assert_close(qkv[:-1], torch.cat([mha.q_proj.weight, mha.k_proj.weight, mha.v_proj.weight]).t())
+    assert mats[-1].shape == (32, 97)  # the LM head: bias-free
     plain = model_for("llama")
     with torch.no_grad():
         FastDecoder.for_model(plain).step(prompt, KVCache())
-    first = plain.__dict__["_transposed"][1][0]
-    assert first.shape == (32 + 2 * 2 * 8, 32) and not first.has_bias and first.table.shape[1] == 32
+    assert plain.__dict__["_transposed"][1][0].shape == (32, 32 + 2 * 2 * 8)
