@@ -51,30 +51,32 @@ class KVCache:
         :meth:`reserve`; otherwise the room doubles when it runs out), so a decode step writes
         its token in place instead of copying the whole cache. Under autograd (a k or v that
         requires grad) the layer is concatenated instead, so gradients flow as usual."""
-        if layer_idx > len(self.keys):
-            raise ValueError(f"layers must be filled in order: got layer {layer_idx}, cache has {len(self.keys)}")
-        if layer_idx < len(self.keys):
-            held = self.keys[layer_idx]
-            if held.shape[0] != k.shape[0] or held.shape[1] != k.shape[1] or held.shape[3] != k.shape[3]:
+        n = len(self.keys)
+        if layer_idx > n:
+            raise ValueError(f"layers must be filled in order: got layer {layer_idx}, cache has {n}")
+        held = self.keys[layer_idx] if layer_idx < n else None
+        if held is not None:
+            hs, ks = held.shape, k.shape
+            if hs[0] != ks[0] or hs[1] != ks[1] or hs[3] != ks[3]:
                 raise ValueError(
                     f"cache layer {layer_idx} holds keys of shape {tuple(held.shape)} but got new keys "
                     f"{tuple(k.shape)}; batch, heads and head width must match (call reset() for a new batch)"
                 )
-        if not self.preallocate or k.requires_grad or v.requires_grad or (layer_idx < len(self.keys) and held.dtype != k.dtype):
-            if layer_idx == len(self.keys):
+        if not self.preallocate or k.requires_grad or v.requires_grad or (held is not None and held.dtype != k.dtype):
+            if held is None:
                 self.keys.append(k)
                 self.values.append(v)
             else:
                 self.keys[layer_idx] = torch.cat([held, k], dim=-2)  # (B, G, T_total, D)
                 self.values[layer_idx] = torch.cat([self.values[layer_idx], v], dim=-2)
             return self.keys[layer_idx], self.values[layer_idx]
-        start = self.layer_len(layer_idx)
+        start = 0 if held is None else held.shape[-2]
         end = start + k.shape[-2]
         kb, vb = self._room(layer_idx, k, end)  # (B, G, capacity >= end, D) each
-        kb[:, :, start:end].copy_(k)  # in place: nothing already held is copied
-        vb[:, :, start:end].copy_(v)
-        held_k, held_v = kb[:, :, :end], vb[:, :, :end]  # (B, G, T_total, D) views
-        if layer_idx == len(self.keys):
+        kb.narrow(2, start, end - start).copy_(k)  # in place: nothing already held is copied
+        vb.narrow(2, start, end - start).copy_(v)
+        held_k, held_v = kb.narrow(2, 0, end), vb.narrow(2, 0, end)  # (B, G, T_total, D) views
+        if held is None:
             self.keys.append(held_k)
             self.values.append(held_v)
         else:

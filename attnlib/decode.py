@@ -129,6 +129,15 @@ def _linear_bias_row(x: Tensor, wt: Tensor, bias: Optional[Tensor], m: Optional[
     return kernels.linear_t(x, wt, None, m, bias_row=True)  # bias: wt's last row
 
 
+# one float32 CPU row: FastDecoder.step checked kernels.rows_call_ok once for all its products
+def _row_bias_row(x: Tensor, wt: Tensor, bias: Optional[Tensor], m: Optional[int]) -> Tensor:
+    return kernels.linear_t(x, wt, None, m, bias_row=True, checked=True)
+
+
+def _row(x: Tensor, wt: Tensor, bias: Optional[Tensor], m: Optional[int]) -> Tensor:
+    return kernels.linear_t(x, wt, bias, m, checked=True)
+
+
 class _Layer:
     """One GPT block's weights for the decode loop (the q/k/v weights stacked once).
 
@@ -144,21 +153,22 @@ class _Layer:
         self.heads, self.kv_heads, self.head_dim = mha.n_heads, mha.n_kv_heads, mha.head_dim
         self.activation = ffn.activation
         if transposed is None:
-            self.linear = linear
+            self.linear = self.linear_row = linear
             self.qkv = mha.fused_qkv()  # (C + 2 G D, C) and its bias, as the module keeps them
             self.out = (mha.out_proj.weight, mha.out_proj.bias)
             self.fc1, self.fc2 = (ffn.fc1.weight, ffn.fc1.bias), (ffn.fc2.weight, ffn.fc2.bias)
             self.gate = None if ffn.gate is None else (ffn.gate.weight, ffn.gate.bias)
             return
         self.linear = _linear_bias_row if bias_rows else kernels.linear_t
+        self.linear_row = _row_bias_row if bias_rows else _row  # for a step of one row
         self.qkv = (next(transposed), None)  # (C [+ 1], C + 2 G D)
         self.out = (next(transposed), None)
         self.fc1 = (next(transposed), None)
         self.gate = None if ffn.gate is None else (next(transposed), None)
         self.fc2 = (next(transposed), None)
 
-    def ffn(self, x: Tensor, m: Optional[int]) -> Tensor:
-        lin = self.linear
+    def ffn(self, x: Tensor, m: Optional[int], row: bool) -> Tensor:
+        lin = self.linear_row if row else self.linear
         gate = None if self.gate is None else lin(x, *self.gate, m)
         return lin(activate(self.activation, lin(x, *self.fc1, m), gate), *self.fc2, m)
 
@@ -181,7 +191,7 @@ class FastDecoder:
         # where oneDNN pays off for smaller products and transposed weights stream faster
         # (see attnlib.kernels)
         self.streamed = sum(p.numel() * p.element_size() for p in model.parameters()) > kernels.CACHE_BYTES
-        self.transposed = self.streamed and kernels.rows_available(model.lm_head.weight)
+        self.transposed = self.streamed and all(kernels.rows_available(p) for p in model.parameters())
         mats = iter(_transposed_weights(model)) if self.transposed else None
         # the layers' copies carry their biases as a last row (GPT-2; not Llama, which has none)
         self.bias_rows = self.transposed and _has_biases(model)
@@ -190,6 +200,7 @@ class FastDecoder:
         # the LM head: (vocab, C) bias-free, or its transposed copy (C, vocab)
         self.head = next(mats) if self.transposed else model.lm_head.weight
         self.linear = kernels.linear_t if self.transposed else linear
+        self.linear_row = _row if self.transposed else linear
         self.spec = cache_spec(model)
 
     @property
@@ -218,11 +229,12 @@ class FastDecoder:
         return cls(model)
 
     def _attend(self, layer: _Layer, h: Tensor, cache: KVCache, i: int, past: int,
-                rope: Optional[tuple[Tensor, Tensor]], m: Optional[int]) -> Tensor:
+                rope: Optional[tuple[Tensor, Tensor]], m: Optional[int], row: bool = False) -> Tensor:
         """Self-attention of h (B, T, C) over the held tokens and itself -> (B, T, C)."""
         B, T, C = h.shape
         G, D = layer.kv_heads, layer.head_dim
-        q, k, v = layer.linear(h, *layer.qkv, m).split([C, G * D, G * D], dim=-1)  # one matmul
+        lin = layer.linear_row if row else layer.linear
+        q, k, v = lin(h, *layer.qkv, m).split([C, G * D, G * D], dim=-1)  # one matmul
         q = q.view(B, T, -1, D).transpose(1, 2)  # (B, H, T, D)
         k = k.view(B, T, G, D).transpose(1, 2)  # (B, G, T, D)
         v = v.view(B, T, G, D).transpose(1, 2)
@@ -236,7 +248,7 @@ class FastDecoder:
             mask, causal = causal_mask(T, past + T, device=h.device), False
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
                                              enable_gqa=G != layer.heads)  # (B, H, T, D)
-        return layer.linear(out.transpose(1, 2).reshape(B, T, C), *layer.out, m)
+        return lin(out.transpose(1, 2).reshape(B, T, C), *layer.out, m)
 
     @torch.no_grad()
     def step(self, ids: Tensor, cache: KVCache) -> Tensor:
@@ -249,17 +261,20 @@ class FastDecoder:
         x = self.model.embed.forward(ids, positions)  # (B, T, C)
         # oneDNN from this many multiply-adds (None: kernels.MIN_MACS)
         m = self.token_min_macs if T == 1 else None
+        # one float32 CPU row with transposed copies: every product takes the embedding bag, so
+        # check that once here rather than in each of the step's products
+        row = self.transposed and ids.shape[0] * T == 1 and kernels.rows_call_ok(x)
         rope = self.model.rope
         if rope is not None:  # (T, D) each
             rope = rope.rows(positions, T, x.device, x.dtype)
         for i, layer in enumerate(self.layers):
             if layer.norm_first:  # x + f(norm(x))
-                x = x + self._attend(layer, layer.norm1(x), cache, i, past, rope, m)
-                x = x + layer.ffn(layer.norm3(x), m)
+                x = x + self._attend(layer, layer.norm1(x), cache, i, past, rope, m, row)
+                x = x + layer.ffn(layer.norm3(x), m, row)
             else:  # norm(x + f(x))
-                x = layer.norm1(x + self._attend(layer, x, cache, i, past, rope, m))
-                x = layer.norm3(x + layer.ffn(x, m))
+                x = layer.norm1(x + self._attend(layer, x, cache, i, past, rope, m, row))
+                x = layer.norm3(x + layer.ffn(x, m, row))
         x = x[:, -1]  # (B, C): only the last position's logits are sampled from
         if self.norm_f is not None:
             x = self.norm_f(x)
-        return self.linear(x, self.head, None, m)  # (B, vocab)
+        return (self.linear_row if row else self.linear)(x, self.head, None, m)  # (B, vocab)

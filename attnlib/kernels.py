@@ -61,6 +61,7 @@ _HAS_ROWS = (platform.machine().lower() in ("x86_64", "amd64")
 USE_ROWS: bool = True
 # (in, bags, device) -> (indices 0..in-1, offsets of the bags): built once per shape
 _ROW_INDEX: dict = {}
+_ONE: dict = {}  # device -> a float32 one, the weight of a bias row
 # a model whose weights exceed this many bytes is read from memory at each decode step (about
 # the size of one last-level cache: 32 MiB on the book's machine, 8 to 36 MiB on laptops)
 CACHE_BYTES: int = 32 << 20
@@ -116,13 +117,22 @@ def rows_available(weight: Tensor) -> bool:
 
 
 def _rows_ok(x: Tensor, wt: Tensor, bias: Optional[Tensor]) -> bool:
-    if not (rows_available(wt) and x.numel() == x.shape[-1] and x.dtype == torch.float32
-            and x.device.type == "cpu" and wt.is_contiguous()):
+    if not (rows_available(wt) and x.numel() == x.shape[-1] and wt.is_contiguous()):
         return False  # one row only: more rows would read the weight once per row
     if bias is not None and (bias.dtype != torch.float32 or bias.device.type != "cpu"):
         return False
-    if torch.is_grad_enabled() and (x.requires_grad or wt.requires_grad
-                                    or (bias is not None and bias.requires_grad)):
+    if torch.is_grad_enabled() and (wt.requires_grad or (bias is not None and bias.requires_grad)):
+        return False
+    return rows_call_ok(x)
+
+
+def rows_call_ok(x: Tensor) -> bool:
+    """May :func:`linear_t` send this row x to the embedding bag (one float32 CPU row, no
+    autograd, not traced by ``torch.compile``, no autocast or dispatch mode: those expect the
+    standard matmul ops)? The weight's side is :func:`rows_available`."""
+    if not (x.numel() == x.shape[-1] and x.dtype == torch.float32 and x.device.type == "cpu"):
+        return False
+    if x.requires_grad and torch.is_grad_enabled():
         return False
     if torch.compiler.is_compiling() or torch.is_autocast_enabled("cpu"):
         return False
@@ -130,7 +140,7 @@ def _rows_ok(x: Tensor, wt: Tensor, bias: Optional[Tensor]) -> bool:
 
 
 def linear_t(x: Tensor, wt: Tensor, bias: Optional[Tensor] = None,
-             min_macs: Optional[int] = None, *, bias_row: bool = False) -> Tensor:
+             min_macs: Optional[int] = None, *, bias_row: bool = False, checked: bool = False) -> Tensor:
     """x W^T + b from the transposed weight ``wt`` = W^T, as ``linear(x, wt.t(), bias)``.
 
     Shapes:
@@ -140,16 +150,21 @@ def linear_t(x: Tensor, wt: Tensor, bias: Optional[Tensor] = None,
     (see the module docstring); a bias row is weighted by 1, so it streams in with the weight
     instead of being read by a separate addition. The rows are split into one bag per thread,
     whose sums are added. Anything else: :func:`linear` on the view ``wt.t()`` (``min_macs`` as
-    there).
+    there). ``checked``: the caller has made sure that the embedding bag applies (one float32
+    CPU row, :func:`rows_call_ok`, a contiguous float32 CPU ``wt`` and bias), as
+    ``FastDecoder`` does once per step instead of at each of its products.
     """
     lead = x.shape[:-1]
     if bias_row:
         if bias is not None:
             raise ValueError("linear_t: with bias_row=True the bias is wt's last row; pass bias=None")
-        if not _rows_ok(x, wt, None):
+        if not (checked or _rows_ok(x, wt, None)):
             return linear(x, wt[:-1].t(), wt[-1], min_macs)
-        x = torch.cat([x.reshape(-1), x.new_ones(1)])  # (in + 1,): the bias row weighted by 1
-    elif not _rows_ok(x, wt, bias):
+        one = _ONE.get(x.device)
+        if one is None:
+            one = _ONE[x.device] = torch.ones(1, device=x.device)
+        x = torch.cat([x.reshape(-1), one])  # (in + 1,): the bias row weighted by 1
+    elif not (checked or _rows_ok(x, wt, bias)):
         return linear(x, wt.t(), bias, min_macs)
     n_in, n_out = wt.shape
     bags = max(1, min(torch.get_num_threads(), n_in // 64))  # each thread sums its share of rows

@@ -246,6 +246,15 @@ def test_linear_t_equals_f_linear(n_in, threads, monkeypatch):
                 for bias in (b, None):
                     torch.testing.assert_close(kernels.linear_t(x, wt, bias), nn.functional.linear(x, w, bias),
                                                atol=1e-4, rtol=1e-5)
+            if kernels._HAS_ROWS:  # checked=True (the caller checked rows_call_ok): the same bag
+                x = torch.randn(1, 1, n_in)
+                assert kernels.rows_call_ok(x)
+                for bias in (b, None):
+                    assert torch.equal(kernels.linear_t(x, wt, bias, checked=True), kernels.linear_t(x, wt, bias))
+                wtb = torch.cat([wt, b[None]]).contiguous()
+                assert torch.equal(kernels.linear_t(x, wtb, bias_row=True, checked=True),
+                                   kernels.linear_t(x, wtb, bias_row=True))
+                calls[:] = calls[:4]  # the counts below are of the unchecked calls
     finally:
         torch.set_num_threads(old)
     if kernels._HAS_ROWS:  # only the one-row calls: 2 shapes x 2 biases
@@ -254,7 +263,9 @@ def test_linear_t_equals_f_linear(n_in, threads, monkeypatch):
     else:
         assert calls == []
     # outside its case it steps aside: autograd (gradients reach x and the weight), float64
+    assert not kernels.rows_call_ok(torch.randn(2, n_in)) and not kernels.rows_call_ok(torch.randn(n_in).double())
     x = torch.randn(1, n_in, requires_grad=True)
+    assert not kernels.rows_call_ok(x)
     wt_grad = wt.clone().requires_grad_()
     kernels.linear_t(x, wt_grad, b).sum().backward()
     assert x.grad is not None and wt_grad.grad is not None
