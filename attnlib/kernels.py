@@ -129,8 +129,10 @@ def _rows_ok(x: Tensor, wt: Tensor, bias: Optional[Tensor]) -> bool:
 def rows_call_ok(x: Tensor) -> bool:
     """May :func:`linear_t` send this row x to the embedding bag (one float32 CPU row, no
     autograd, not traced by ``torch.compile``, no autocast or dispatch mode: those expect the
-    standard matmul ops)? The weight's side is :func:`rows_available`."""
-    if not (x.numel() == x.shape[-1] and x.dtype == torch.float32 and x.device.type == "cpu"):
+    standard matmul ops)? ``USE_ROWS`` is read here too, so switching it off takes effect at the
+    next call. The weight's side is :func:`rows_available`."""
+    if not (USE_ROWS and _HAS_ROWS and x.numel() == x.shape[-1] and x.dtype == torch.float32
+            and x.device.type == "cpu"):
         return False
     if x.requires_grad and torch.is_grad_enabled():
         return False

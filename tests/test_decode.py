@@ -264,6 +264,9 @@ def test_linear_t_equals_f_linear(n_in, threads, monkeypatch):
         assert calls == []
     # outside its case it steps aside: autograd (gradients reach x and the weight), float64
     assert not kernels.rows_call_ok(torch.randn(2, n_in)) and not kernels.rows_call_ok(torch.randn(n_in).double())
+    monkeypatch.setattr(kernels, "USE_ROWS", False)  # switched off: no call takes the bag any more
+    assert not kernels.rows_call_ok(torch.randn(1, n_in))
+    monkeypatch.setattr(kernels, "USE_ROWS", True)
     x = torch.randn(1, n_in, requires_grad=True)
     assert not kernels.rows_call_ok(x)
     wt_grad = wt.clone().requires_grad_()
@@ -401,3 +404,29 @@ def test_transposed_copies_carry_the_biases_as_a_last_row(monkeypatch):
     with torch.no_grad():
         FastDecoder.for_model(plain).step(prompt, KVCache())
     assert plain.__dict__["_transposed"][1][0].shape == (32, 32 + 2 * 2 * 8)
+
+
+def test_switching_rows_off_takes_effect_in_a_built_decoder(monkeypatch):
+    """kernels.USE_ROWS = False stops the embedding bag at the next step even in a FastDecoder
+    built with transposed copies (the benchmarks time the F.linear step that way)."""
+    monkeypatch.setattr(kernels, "CACHE_BYTES", 0)
+    if not kernels._HAS_ROWS:
+        pytest.skip("no fbgemm embedding-bag kernel in this PyTorch build")
+    gpt = model_for("gpt2")
+    calls = []
+    bag = torch.embedding_bag
+    monkeypatch.setattr(torch, "embedding_bag", lambda *a: calls.append(1) or bag(*a))
+    with torch.no_grad():
+        fast = FastDecoder.for_model(gpt)
+        assert fast.transposed
+        cache = KVCache()
+        fast.step(torch.tensor([[1, 2, 3]]), cache)
+        calls.clear()
+        with_rows = fast.step(torch.tensor([[4]]), cache)
+        assert len(calls) == 2 * 4 + 1  # per layer qkv, out, fc1, fc2; the LM head
+        cache.keys, cache.values = [k[:, :, :3] for k in cache.keys], [v[:, :, :3] for v in cache.values]
+        monkeypatch.setattr(kernels, "USE_ROWS", False)
+        calls.clear()
+        without = fast.step(torch.tensor([[4]]), cache)
+    assert calls == []
+    torch.testing.assert_close(without, with_rows, atol=1e-5, rtol=1e-5)
