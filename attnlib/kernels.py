@@ -61,7 +61,6 @@ _HAS_ROWS = (platform.machine().lower() in ("x86_64", "amd64")
 USE_ROWS: bool = True
 # (in, bags, device) -> (indices 0..in-1, offsets of the bags): built once per shape
 _ROW_INDEX: dict = {}
-_ONE: dict = {}  # device -> a float32 one, the weight of a bias row
 # a model whose weights exceed this many bytes is read from memory at each decode step (about
 # the size of one last-level cache: 32 MiB on the book's machine, 8 to 36 MiB on laptops)
 CACHE_BYTES: int = 32 << 20
@@ -162,10 +161,7 @@ def linear_t(x: Tensor, wt: Tensor, bias: Optional[Tensor] = None,
             raise ValueError("linear_t: with bias_row=True the bias is wt's last row; pass bias=None")
         if not (checked or _rows_ok(x, wt, None)):
             return linear(x, wt[:-1].t(), wt[-1], min_macs)
-        one = _ONE.get(x.device)
-        if one is None:
-            one = _ONE[x.device] = torch.ones(1, device=x.device)
-        x = torch.cat([x.reshape(-1), one])  # (in + 1,): the bias row weighted by 1
+        x = torch.cat([x.reshape(-1), x.new_ones(1)])  # (in + 1,): the bias row weighted by 1
     elif not (checked or _rows_ok(x, wt, bias)):
         return linear(x, wt.t(), bias, min_macs)
     n_in, n_out = wt.shape

@@ -76,8 +76,9 @@ def decode_step(gpt: torch.nn.Module) -> Callable[[torch.Tensor, attnlib.KVCache
 def products_only(gpt: torch.nn.Module, device: str) -> Callable[[], object]:
     """The matrix-vector products of one decode step and nothing else: every weight matrix (q/k/v
     stacked, as decoding uses them, and the LM head) times one token's vector, with attnlib's
-    choice of kernel (``FastDecoder.linear`` and each layer's). The floor of a decode step with
-    these kernels: weight bytes / its time is the bandwidth the kernels themselves reach."""
+    choice of kernel (``FastDecoder.linear`` and each layer's; each call checks its input, where
+    the step checks once for all its products). The floor of a decode step with these kernels:
+    weight bytes / its time is the bandwidth the kernels themselves reach."""
     fast = FastDecoder.for_model(gpt)
     if fast is None:
         raise AssertionError("generate would not use the fast decode loop for this model")
