@@ -17,6 +17,15 @@ the model's size in memory once more; they are built at the first decode and kep
 while it stays in eval mode and its parameters do not change (``model.train()`` drops them;
 ``kernels.USE_ROWS = False`` stops their use).
 
+With those copies, a step of one token for one sequence (every step after the prompt) takes
+``FastDecoder._row_step``: each product is one embedding-bag call (``kernels.bag_rows``) on an
+input written in place in front of a 1 (the weight of a bias row), q, k and v are views of one
+product's output, and there is no mask and no positions tensor. Those ops run right after a
+product has streamed megabytes of weights through the CPU caches, which evicts the code and data
+they need: on GPT-2 small the ~0.5 ms they take warm became ~1.5 ms per step, so each op saved
+counts several times (measured in a paired A/B: the row step took 0.96 of the general step's
+time on one thread, 0.93 on two; see ``benchmarks/`` and the benchmarks page).
+
 It is used only where it cannot differ from ``model(ids, cache=cache)``: exactly an
 ``attnlib.GPT`` (not a subclass) built from attnlib's own layers, in eval mode, with no forward
 hooks anywhere and no ``forward`` replaced on an instance. Otherwise ``generate`` keeps calling
@@ -80,7 +89,7 @@ class _Norm:
         if self.rms:
             return self.forward(x)
         shape, w, b, eps = self.args
-        return F.layer_norm(x, shape, w, b, eps)
+        return torch.layer_norm(x, shape, w, b, eps)  # F.layer_norm without its Python wrapper
 
 
 def _has_biases(model: Any) -> bool:
@@ -129,15 +138,6 @@ def _linear_bias_row(x: Tensor, wt: Tensor, bias: Optional[Tensor], m: Optional[
     return kernels.linear_t(x, wt, None, m, bias_row=True)  # bias: wt's last row
 
 
-# one float32 CPU row: FastDecoder.step checked kernels.rows_call_ok once for all its products
-def _row_bias_row(x: Tensor, wt: Tensor, bias: Optional[Tensor], m: Optional[int]) -> Tensor:
-    return kernels.linear_t(x, wt, None, m, bias_row=True, checked=True)
-
-
-def _row(x: Tensor, wt: Tensor, bias: Optional[Tensor], m: Optional[int]) -> Tensor:
-    return kernels.linear_t(x, wt, bias, m, checked=True)
-
-
 class _Layer:
     """One GPT block's weights for the decode loop (the q/k/v weights stacked once).
 
@@ -153,22 +153,21 @@ class _Layer:
         self.heads, self.kv_heads, self.head_dim = mha.n_heads, mha.n_kv_heads, mha.head_dim
         self.activation = ffn.activation
         if transposed is None:
-            self.linear = self.linear_row = linear
+            self.linear = linear
             self.qkv = mha.fused_qkv()  # (C + 2 G D, C) and its bias, as the module keeps them
             self.out = (mha.out_proj.weight, mha.out_proj.bias)
             self.fc1, self.fc2 = (ffn.fc1.weight, ffn.fc1.bias), (ffn.fc2.weight, ffn.fc2.bias)
             self.gate = None if ffn.gate is None else (ffn.gate.weight, ffn.gate.bias)
             return
         self.linear = _linear_bias_row if bias_rows else kernels.linear_t
-        self.linear_row = _row_bias_row if bias_rows else _row  # for a step of one row
         self.qkv = (next(transposed), None)  # (C [+ 1], C + 2 G D)
         self.out = (next(transposed), None)
         self.fc1 = (next(transposed), None)
         self.gate = None if ffn.gate is None else (next(transposed), None)
         self.fc2 = (next(transposed), None)
 
-    def ffn(self, x: Tensor, m: Optional[int], row: bool) -> Tensor:
-        lin = self.linear_row if row else self.linear
+    def ffn(self, x: Tensor, m: Optional[int]) -> Tensor:
+        lin = self.linear
         gate = None if self.gate is None else lin(x, *self.gate, m)
         return lin(activate(self.activation, lin(x, *self.fc1, m), gate), *self.fc2, m)
 
@@ -200,8 +199,20 @@ class FastDecoder:
         # the LM head: (vocab, C) bias-free, or its transposed copy (C, vocab)
         self.head = next(mats) if self.transposed else model.lm_head.weight
         self.linear = kernels.linear_t if self.transposed else linear
-        self.linear_row = _row if self.transposed else linear
         self.spec = cache_spec(model)
+        # one-row steps (see _row_step): with bias rows, each product's input is written into a
+        # buffer (in + 1,) whose last entry, the bias row's weight, is 1
+        mats = [w for layer in self.layers
+                for w, _ in (p for p in (layer.qkv, layer.out, layer.fc1, layer.gate, layer.fc2) if p)]
+        self._widths = {w.shape[0] for w in mats + [self.head]} if self.transposed else set()
+        self._inputs: dict[int, tuple[Tensor, Tensor]] = {}
+        if self.bias_rows:
+            for n in {w.shape[0] - 1 for w in mats}:
+                buf = self.head.new_ones(n + 1)
+                self._inputs[n + 1] = (buf, buf[:n].view(1, n))  # (in + 1,) and its first in as (1, in)
+        embed = model.embed  # Embeddings.forward is token row + position row (see _embed_one)
+        self._plain_embed = (embed.norm is None and embed.tok_emb.max_norm is None and not embed.training
+                             and type(embed.pos_emb) in _POS)
 
     @property
     def token_min_macs(self) -> Optional[int]:
@@ -229,11 +240,11 @@ class FastDecoder:
         return cls(model)
 
     def _attend(self, layer: _Layer, h: Tensor, cache: KVCache, i: int, past: int,
-                rope: Optional[tuple[Tensor, Tensor]], m: Optional[int], row: bool = False) -> Tensor:
+                rope: Optional[tuple[Tensor, Tensor]], m: Optional[int]) -> Tensor:
         """Self-attention of h (B, T, C) over the held tokens and itself -> (B, T, C)."""
         B, T, C = h.shape
         G, D = layer.kv_heads, layer.head_dim
-        lin = layer.linear_row if row else layer.linear
+        lin = layer.linear
         q, k, v = lin(h, *layer.qkv, m).split([C, G * D, G * D], dim=-1)  # one matmul
         q = q.view(B, T, -1, D).transpose(1, 2)  # (B, H, T, D)
         k = k.view(B, T, G, D).transpose(1, 2)  # (B, G, T, D)
@@ -250,31 +261,100 @@ class FastDecoder:
                                              enable_gqa=G != layer.heads)  # (B, H, T, D)
         return lin(out.transpose(1, 2).reshape(B, T, C), *layer.out, m)
 
+    def _product(self, h: Tensor, wt: Tensor, index: dict, bias_row: bool = True) -> Tensor:
+        """h (1, in) times a transposed copy wt (in [+ 1], out) -> (1, out), by the embedding bag
+        (``_row_step`` checked once that it applies). ``bias_row``: wt may have a bias row."""
+        n = wt.shape[0]
+        if bias_row and self.bias_rows:
+            buf, head = self._inputs[n]
+            head.copy_(h)  # buf = (h, 1): the bias row streams in with the weight, weighted by 1
+            return kernels.bag_rows(buf, wt, index[n])
+        return kernels.bag_rows(h.view(n), wt, index[n])
+
+    def _embed_one(self, ids: Tensor, past: int) -> Tensor:
+        """The embedding (1, C) of one token ids (1, 1) at position ``past``: what
+        ``Embeddings.forward`` computes (token row + position row; dropout is off in eval mode),
+        with the position checked as an int instead of as a tensor (no reductions, no syncs)."""
+        embed = self.model.embed
+        if not self._plain_embed:
+            return embed.forward(ids, torch.arange(past, past + 1, device=ids.device)).view(1, -1)
+        x = F.embedding(ids.view(1), embed.tok_emb.weight)  # (1, C)
+        pos = embed.pos_emb
+        if pos is None:
+            return x
+        if past >= pos.max_len:  # as the position modules word it
+            raise ValueError(f"position {past} is out of range for max_len={pos.max_len}")
+        table = pos.weight if type(pos) is LearnedPositionalEmbedding else pos.pe
+        return x + table[past].to(x.dtype)
+
+    def _row_step(self, x: Tensor, cache: KVCache, past: int) -> Tensor:
+        """The logits (1, vocab) after one token x (1, C) at position ``past`` (B = T = 1, a
+        float32 CPU row with transposed copies; ``step`` checked that every product may take the
+        embedding bag). The same arithmetic as the general path in fewer ops, each of which costs
+        several times its warm time here, right after a product has streamed megabytes of
+        weights through the caches: no mask (one new token sees every held one), q/k/v as views
+        of the one product, each product's input written in place before a 1 (bias rows)."""
+        # the bags' indices for each product's input width, at this step's thread count
+        index = {n: kernels.row_index(n, x.device) for n in self._widths}
+        prod = self._product
+        rope = self.model.rope
+        if rope is not None:  # the cos/sin rows (1, D) of this position
+            cos, sin = rope.cos_sin(past + 1, x.device, x.dtype)
+            cos, sin = cos[past:past + 1], sin[past:past + 1]
+        C = x.shape[-1]
+        for i, layer in enumerate(self.layers):
+            H, G, D = layer.heads, layer.kv_heads, layer.head_dim
+            h = layer.norm1(x) if layer.norm_first else x
+            y = prod(h, layer.qkv[0], index)  # (1, C + 2 G D): one token's q, k, v
+            if G == H:  # (1, H, 1, D) each: for one token, views of y
+                q, k, v = y.view(3, 1, H, 1, D)
+            else:
+                q, k, v = y.split([C, G * D, G * D], dim=-1)
+                q, k, v = q.view(1, H, 1, D), k.view(1, G, 1, D), v.view(1, G, 1, D)
+            if rope is not None:
+                q, k = RotaryEmbedding.rotate(q, cos, sin), RotaryEmbedding.rotate(k, cos, sin)
+            k, v = cache.update(i, k, v)  # (1, G, past + 1, D)
+            a = F.scaled_dot_product_attention(q, k, v, enable_gqa=G != H)  # (1, H, 1, D)
+            a = prod(a.reshape(1, C), layer.out[0], index)  # (1, C)
+            x = x + a if layer.norm_first else layer.norm1(x + a)
+            h = layer.norm3(x) if layer.norm_first else x
+            gate = None if layer.gate is None else prod(h, layer.gate[0], index)
+            f = prod(activate(layer.activation, prod(h, layer.fc1[0], index), gate), layer.fc2[0], index)
+            x = x + f if layer.norm_first else layer.norm3(x + f)
+        if self.norm_f is not None:
+            x = self.norm_f(x)
+        return prod(x, self.head, index, bias_row=False)  # (1, vocab)
+
     @torch.no_grad()
     def step(self, ids: Tensor, cache: KVCache) -> Tensor:
         """Logits (B, vocab) of the last of ``ids`` (B, T), run after the cached tokens."""
         if cache.seq_len == 0:
             cache.bind(self.spec)  # as GPT.forward does: the cache now belongs to this model
         past = cache.seq_len
-        T = ids.shape[1]
+        B, T = ids.shape
+        x = None
+        if self.transposed and B * T == 1:  # one token: one row through the embedding bags
+            x = self._embed_one(ids, past)  # (1, C)
+            # every product takes the embedding bag: checked once here rather than in each
+            if kernels.rows_call_ok(x):
+                return self._row_step(x, cache, past)
+            x = x.view(1, 1, -1)
         positions = torch.arange(past, past + T, device=ids.device)
-        x = self.model.embed.forward(ids, positions)  # (B, T, C)
+        if x is None:
+            x = self.model.embed.forward(ids, positions)  # (B, T, C)
         # oneDNN from this many multiply-adds (None: kernels.MIN_MACS)
         m = self.token_min_macs if T == 1 else None
-        # one float32 CPU row with transposed copies: every product takes the embedding bag, so
-        # check that once here rather than in each of the step's products
-        row = self.transposed and ids.shape[0] * T == 1 and kernels.rows_call_ok(x)
         rope = self.model.rope
         if rope is not None:  # (T, D) each
             rope = rope.rows(positions, T, x.device, x.dtype)
         for i, layer in enumerate(self.layers):
             if layer.norm_first:  # x + f(norm(x))
-                x = x + self._attend(layer, layer.norm1(x), cache, i, past, rope, m, row)
-                x = x + layer.ffn(layer.norm3(x), m, row)
+                x = x + self._attend(layer, layer.norm1(x), cache, i, past, rope, m)
+                x = x + layer.ffn(layer.norm3(x), m)
             else:  # norm(x + f(x))
-                x = layer.norm1(x + self._attend(layer, x, cache, i, past, rope, m, row))
-                x = layer.norm3(x + layer.ffn(x, m, row))
+                x = layer.norm1(x + self._attend(layer, x, cache, i, past, rope, m))
+                x = layer.norm3(x + layer.ffn(x, m))
         x = x[:, -1]  # (B, C): only the last position's logits are sampled from
         if self.norm_f is not None:
             x = self.norm_f(x)
-        return (self.linear_row if row else self.linear)(x, self.head, None, m)  # (B, vocab)
+        return self.linear(x, self.head, None, m)  # (B, vocab)

@@ -141,7 +141,7 @@ def rows_call_ok(x: Tensor) -> bool:
 
 
 def linear_t(x: Tensor, wt: Tensor, bias: Optional[Tensor] = None,
-             min_macs: Optional[int] = None, *, bias_row: bool = False, checked: bool = False) -> Tensor:
+             min_macs: Optional[int] = None, *, bias_row: bool = False) -> Tensor:
     """x W^T + b from the transposed weight ``wt`` = W^T, as ``linear(x, wt.t(), bias)``.
 
     Shapes:
@@ -150,33 +150,44 @@ def linear_t(x: Tensor, wt: Tensor, bias: Optional[Tensor] = None,
     One float32 row on the CPU (x86): the weighted sum of wt's rows, by the embedding-bag kernel
     (see the module docstring); a bias row is weighted by 1, so it streams in with the weight
     instead of being read by a separate addition. The rows are split into one bag per thread,
-    whose sums are added. Anything else: :func:`linear` on the view ``wt.t()`` (``min_macs`` as
-    there). ``checked``: the caller has made sure that the embedding bag applies (one float32
-    CPU row, :func:`rows_call_ok`, a contiguous float32 CPU ``wt`` and bias), as
-    ``FastDecoder`` does once per step instead of at each of its products.
+    whose sums are added (:func:`bag_rows`). Anything else: :func:`linear` on the view
+    ``wt.t()`` (``min_macs`` as there).
     """
     lead = x.shape[:-1]
     if bias_row:
         if bias is not None:
             raise ValueError("linear_t: with bias_row=True the bias is wt's last row; pass bias=None")
-        if not (checked or _rows_ok(x, wt, None)):
+        if not _rows_ok(x, wt, None):
             return linear(x, wt[:-1].t(), wt[-1], min_macs)
         x = torch.cat([x.reshape(-1), x.new_ones(1)])  # (in + 1,): the bias row weighted by 1
-    elif not (checked or _rows_ok(x, wt, bias)):
+    elif not _rows_ok(x, wt, bias):
         return linear(x, wt.t(), bias, min_macs)
     n_in, n_out = wt.shape
-    bags = max(1, min(torch.get_num_threads(), n_in // 64))  # each thread sums its share of rows
-    key = (n_in, bags, wt.device)
-    index = _ROW_INDEX.get(key)
-    if index is None:
-        index = _ROW_INDEX[key] = (torch.arange(n_in, device=wt.device),
-                                   torch.arange(bags, device=wt.device) * (n_in // bags))
-    # mode 0 = sum: y[j] = sum over rows i of x[i] * wt[i, j], one sum per bag
-    y = torch.embedding_bag(wt, index[0], index[1], False, 0, False, x.reshape(n_in))[0]
-    y = y.sum(0) if bags > 1 else y[0]  # (out,)
+    y = bag_rows(x.reshape(n_in), wt, row_index(n_in, wt.device))  # (1, out)
     if bias is not None:
         y = y.add_(bias)
     return y.view(*lead, n_out)
+
+
+def row_index(n_in: int, device: torch.device) -> tuple[Tensor, Tensor]:
+    """What :func:`bag_rows` needs to sum ``n_in`` rows: the indices 0..n_in-1 and the offsets
+    of the bags, one bag per thread (at most one per 64 rows), each summing its share of the
+    rows. Built once per (n_in, thread count, device); read the thread count at each call."""
+    bags = max(1, min(torch.get_num_threads(), n_in // 64))
+    key = (n_in, bags, device)
+    index = _ROW_INDEX.get(key)
+    if index is None:
+        index = _ROW_INDEX[key] = (torch.arange(n_in, device=device),
+                                   torch.arange(bags, device=device) * (n_in // bags))
+    return index
+
+
+def bag_rows(x: Tensor, wt: Tensor, index: tuple[Tensor, Tensor]) -> Tensor:
+    """x (in,) times wt (in, out) -> (1, out) by the embedding bag, with no checks (the callers'
+    job: :func:`linear_t` and ``FastDecoder``'s one-row step). ``index``: :func:`row_index`."""
+    # mode 0 = sum: y[j] = sum over rows i of x[i] * wt[i, j], one sum per bag
+    y = torch.embedding_bag(wt, index[0], index[1], False, 0, False, x)[0]  # (bags, out)
+    return y.sum(0, keepdim=True) if y.shape[0] > 1 else y
 
 
 class Linear(nn.Linear):

@@ -26,6 +26,7 @@ from typing import Callable
 import torch
 
 import attnlib
+from attnlib import kernels
 from attnlib.decode import FastDecoder
 
 from .harness import Settings, Target, compare, cpu_stall_us, fmt_table, synchronize
@@ -75,31 +76,37 @@ def decode_step(gpt: torch.nn.Module) -> Callable[[torch.Tensor, attnlib.KVCache
 
 def products_only(gpt: torch.nn.Module, device: str) -> Callable[[], object]:
     """The matrix-vector products of one decode step and nothing else: every weight matrix (q/k/v
-    stacked, as decoding uses them, and the LM head) times one token's vector, with attnlib's
-    choice of kernel (``FastDecoder.linear`` and each layer's; each call checks its input, where
-    the step checks once for all its products). The floor of a decode step with these kernels:
-    weight bytes / its time is the bandwidth the kernels themselves reach."""
+    stacked, as decoding uses them, and the LM head) times one token's vector, with the kernels
+    and the calls a one-token step makes (with transposed copies: ``FastDecoder._product``, the
+    bags' indices looked up once per call as the step does). The floor of a decode step with these
+    kernels: weight bytes / its time is the bandwidth the kernels themselves reach."""
     fast = FastDecoder.for_model(gpt)
     if fast is None:
         raise AssertionError("generate would not use the fast decode loop for this model")
-    def width(w: torch.Tensor, bias_row: bool) -> int:  # input width: W (out, in) or W^T (in [+ 1], out)
-        return w.shape[0] - bias_row if fast.transposed else w.shape[1]
+    weights = [w for layer in fast.layers
+               for w, _ in (p for p in (layer.qkv, layer.out, layer.fc1, layer.gate, layer.fc2) if p)]
+    if fast.transposed:  # W^T (in [+ 1], out): the layers' copies carry a bias row where bias_rows
+        mats = [(w, w.shape[0] - fast.bias_rows, True) for w in weights] + [(fast.head, fast.head.shape[0], False)]
+        xs = {n: torch.randn(1, n, device=device) for _, n, _ in mats}
 
-    # (kernel, weight, bias, input width) per product, as the step calls them
-    mats = [(layer.linear, w, b, width(w, fast.bias_rows)) for layer in fast.layers
-            for w, b in (p for p in (layer.qkv, layer.out, layer.fc1, layer.gate, layer.fc2) if p)]
-    mats.append((fast.linear, fast.head, None, width(fast.head, False)))
-    xs = {n: torch.randn(1, 1, n, device=device) for *_, n in mats}
+        def products() -> list:
+            index = {n: kernels.row_index(n, torch.device(device)) for n in fast._widths}
+            return [fast._product(xs[n], w, index, row) for w, n, row in mats]
+        return products
+    layers = [(layer.linear, w, b) for layer in fast.layers
+              for w, b in (p for p in (layer.qkv, layer.out, layer.fc1, layer.gate, layer.fc2) if p)]
+    mats2 = layers + [(fast.linear, fast.head, None)]
+    xs = {w.shape[1]: torch.randn(1, 1, w.shape[1], device=device) for _, w, _ in mats2}  # W (out, in)
     m = fast.token_min_macs  # as FastDecoder.step chooses
-    return lambda: [lin(xs[n], w, b, m) for lin, w, b, n in mats]
+    return lambda: [lin(xs[w.shape[1]], w, b, m) for lin, w, b in mats2]
 
 
 def step_at(gpt: torch.nn.Module, length: int, vocab_size: int, device: str, seed: int) -> Callable[[], torch.Tensor]:
     """A function that runs one cached decode step with ``length`` tokens already in the cache.
 
-    The step appends one token's keys/values; the function then cuts each layer back to
-    ``length`` (a view, no copy), so every call sees the same cache length and the next append
-    writes in place into the same buffers, as a real decode step does. It runs what ``generate``
+    The step appends one token's keys/values; the function then puts back each layer's view of
+    the first ``length`` positions (no copy), so every call sees the same cache length and the
+    next append writes in place into the same buffers, as a real decode step does. It runs what ``generate``
     runs per step (:func:`decode_step`)."""
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, vocab_size, (1, length + 1), generator=g).to(device)
@@ -108,11 +115,13 @@ def step_at(gpt: torch.nn.Module, length: int, vocab_size: int, device: str, see
     forward = decode_step(gpt)
     forward(ids[:, :length], cache)    # fill the cache
     tok = ids[:, length:]              # (1, 1)
+    held = list(cache.keys), list(cache.values)  # (B, G, length, D): views of the cache's buffers
 
     def step() -> torch.Tensor:
         out = forward(tok, cache).argmax(dim=-1)
-        cache.keys = [k[:, :, :length] for k in cache.keys]  # (B, H, length, D)
-        cache.values = [v[:, :, :length] for v in cache.values]
+        # back to `length` tokens: the same views as before the step (making new ones would add
+        # two dozen slicing ops to what is timed as one decode step)
+        cache.keys, cache.values = list(held[0]), list(held[1])
         return out
 
     return step

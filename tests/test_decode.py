@@ -246,15 +246,16 @@ def test_linear_t_equals_f_linear(n_in, threads, monkeypatch):
                 for bias in (b, None):
                     torch.testing.assert_close(kernels.linear_t(x, wt, bias), nn.functional.linear(x, w, bias),
                                                atol=1e-4, rtol=1e-5)
-            if kernels._HAS_ROWS:  # checked=True (the caller checked rows_call_ok): the same bag
+            if kernels._HAS_ROWS:  # bag_rows, as FastDecoder's one-row step calls it: the same bag
                 x = torch.randn(1, 1, n_in)
                 assert kernels.rows_call_ok(x)
-                for bias in (b, None):
-                    assert torch.equal(kernels.linear_t(x, wt, bias, checked=True), kernels.linear_t(x, wt, bias))
+                index = kernels.row_index(n_in, x.device)
+                assert torch.equal(kernels.bag_rows(x.view(n_in), wt, index), kernels.linear_t(x, wt).view(1, 96))
                 wtb = torch.cat([wt, b[None]]).contiguous()
-                assert torch.equal(kernels.linear_t(x, wtb, bias_row=True, checked=True),
-                                   kernels.linear_t(x, wtb, bias_row=True))
-                calls[:] = calls[:4]  # the counts below are of the unchecked calls
+                xb = torch.cat([x.view(n_in), torch.ones(1)])
+                assert torch.equal(kernels.bag_rows(xb, wtb, kernels.row_index(n_in + 1, x.device)),
+                                   kernels.linear_t(x, wtb, bias_row=True).view(1, 96))
+                calls[:] = calls[:4]  # the counts below are of the F.linear comparisons
     finally:
         torch.set_num_threads(old)
     if kernels._HAS_ROWS:  # only the one-row calls: 2 shapes x 2 biases
@@ -430,3 +431,60 @@ def test_switching_rows_off_takes_effect_in_a_built_decoder(monkeypatch):
         without = fast.step(torch.tensor([[4]]), cache)
     assert calls == []
     torch.testing.assert_close(without, with_rows, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("layout", ["gpt2", "llama", "mqa_sinusoidal", "no_positions_untied"])
+def test_one_token_steps_take_the_row_step_and_follow_the_thread_count(layout, monkeypatch):
+    """With transposed copies a one-token step of one sequence goes through
+    FastDecoder._row_step (one embedding bag per product, no mask, q/k/v as views). Its bags are
+    looked up at each step for the thread count of that step: switching threads between steps
+    changes how the rows are split (1 bag, then 3) and not the logits. The embedding norm of
+    "no_positions_untied" takes Embeddings.forward instead of the token row + position row."""
+    monkeypatch.setattr(kernels, "CACHE_BYTES", 0)
+    if not kernels._HAS_ROWS:
+        pytest.skip("no fbgemm embedding-bag kernel in this PyTorch build")
+    gpt = model_for(layout, seed=5)
+    ids = torch.randint(0, 97, (1, 12), generator=torch.Generator().manual_seed(6))
+    rows, offsets = [], []
+    row_step, bag = FastDecoder._row_step, torch.embedding_bag
+    monkeypatch.setattr(FastDecoder, "_row_step", lambda self, *a: rows.append(1) or row_step(self, *a))
+    monkeypatch.setattr(torch, "embedding_bag", lambda *a: offsets.append(len(a[2])) or bag(*a))
+    old = torch.get_num_threads()
+    ours, ref = KVCache(), KVCache()
+    try:
+        with torch.no_grad():
+            fast = FastDecoder.for_model(gpt)
+            assert fast.transposed and fast._plain_embed == (layout != "no_positions_untied")
+            fast.step(ids[:, :8], ours)
+            gpt(ids[:, :8], cache=ref)
+            assert rows == []  # the prompt: the general path
+            for t, threads in zip(range(8, 12), (1, 3, 3, 1)):
+                torch.set_num_threads(threads)
+                offsets.clear()
+                got = fast.step(ids[:, t:t + 1], ours)
+                torch.testing.assert_close(got, gpt(ids[:, t:t + 1], cache=ref).logits[:, -1], atol=1e-5, rtol=1e-5)
+                # one bag per thread, at most one per 64 rows: the FFN's second product (128 or 129
+                # rows) is split in 2 on 3 threads; the LM head's 32 rows stay one bag
+                assert offsets[-1] == 1
+                assert max(offsets) == max(max(1, min(threads, n // 64)) for n in fast._widths)
+                assert max(offsets) == (1 if threads == 1 else 2)
+    finally:
+        torch.set_num_threads(old)
+    assert len(rows) == 4 and ours.seq_len == 12
+
+
+def test_the_row_step_says_when_a_position_is_past_the_context(monkeypatch):
+    """A one-token step after max_len tokens is a ValueError naming the position and max_len (the
+    row step checks the position as an int), as the position module's own check is."""
+    monkeypatch.setattr(kernels, "CACHE_BYTES", 0)
+    if not kernels._HAS_ROWS:
+        pytest.skip("no fbgemm embedding-bag kernel in this PyTorch build")
+    gpt = model_for("gpt2")
+    cache = KVCache()
+    with torch.no_grad():
+        fast = FastDecoder.for_model(gpt)
+        fast.step(torch.zeros(1, 64, dtype=torch.long), cache)  # max_len = 64 tokens
+        with pytest.raises(ValueError, match="position 64 is out of range for max_len=64"):
+            fast.step(torch.zeros(1, 1, dtype=torch.long), cache)
+        with pytest.raises(ValueError, match="position 64 is out of range for max_len=64"):
+            gpt.embed.pos_emb(torch.tensor([64]))
