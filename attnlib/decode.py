@@ -22,9 +22,9 @@ With those copies, a step of one token for one sequence (every step after the pr
 input written in place in front of a 1 (the weight of a bias row), q, k and v are views of one
 product's output, and there is no mask and no positions tensor. Those ops run right after a
 product has streamed megabytes of weights through the CPU caches, which evicts the code and data
-they need: on GPT-2 small the ~0.5 ms they take warm became ~1.5 ms per step, so each op saved
-counts several times (measured in a paired A/B: the row step took 0.96 of the general step's
-time on one thread, 0.93 on two; see ``benchmarks/`` and the benchmarks page).
+they need: on GPT-2 small the ~0.5 ms they take warm became 1.3 to 2 ms per step, so each op
+saved counts several times (in a paired A/B the row step took 0.96 of the general step's time on
+one thread, 0.93 on two; see the notes on the benchmarks page).
 
 It is used only where it cannot differ from ``model(ids, cache=cache)``: exactly an
 ``attnlib.GPT`` (not a subclass) built from attnlib's own layers, in eval mode, with no forward
