@@ -22,9 +22,10 @@ With those copies, a step of one token for one sequence (every step after the pr
 input written in place in front of a 1 (the weight of a bias row), q, k and v are views of one
 product's output, and there is no mask and no positions tensor. Those ops run right after a
 product has streamed megabytes of weights through the CPU caches, which evicts the code and data
-they need: on GPT-2 small the ~0.5 ms they take warm became 1.3 to 2 ms per step, so each op
-saved counts several times (in a paired A/B the row step took 0.96 of the general step's time on
-one thread, 0.93 on two; see the notes on the benchmarks page).
+they need: on GPT-2 small the ~0.5 ms they take warm cost ~1.4 ms in a real step
+(``python -m benchmarks --only coldops``), so each op saved counts several times (in a paired A/B
+the row step took 0.96 of the general step's time on one thread, 0.93 on two; see the notes on
+the benchmarks page).
 
 It is used only where it cannot differ from ``model(ids, cache=cache)``: exactly an
 ``attnlib.GPT`` (not a subclass) built from attnlib's own layers, in eval mode, with no forward
@@ -202,8 +203,7 @@ class FastDecoder:
         self.spec = cache_spec(model)
         # one-row steps (see _row_step): with bias rows, each product's input is written into a
         # buffer (in + 1,) whose last entry, the bias row's weight, is 1
-        mats = [w for layer in self.layers
-                for w, _ in (p for p in (layer.qkv, layer.out, layer.fc1, layer.gate, layer.fc2) if p)]
+        mats = [w for _, w, _ in self.matrices()]
         self._widths = {w.shape[0] for w in mats + [self.head]} if self.transposed else set()
         self._inputs: dict[int, tuple[Tensor, Tensor]] = {}
         if self.bias_rows:
@@ -213,6 +213,12 @@ class FastDecoder:
         embed = model.embed  # Embeddings.forward is token row + position row (see _embed_one)
         self._plain_embed = (embed.norm is None and embed.tok_emb.max_norm is None and not embed.training
                              and type(embed.pos_emb) in _POS)
+
+    def matrices(self) -> list[tuple[_Layer, Tensor, Optional[Tensor]]]:
+        """(layer, weight, bias) of every layer product a step makes, in its order (q/k/v stacked,
+        out, fc1, the gate, fc2), the LM head (``self.head``) not included."""
+        return [(layer, w, b) for layer in self.layers
+                for w, b in (p for p in (layer.qkv, layer.out, layer.fc1, layer.gate, layer.fc2) if p)]
 
     @property
     def token_min_macs(self) -> Optional[int]:

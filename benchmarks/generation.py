@@ -83,22 +83,19 @@ def products_only(gpt: torch.nn.Module, device: str) -> Callable[[], object]:
     fast = FastDecoder.for_model(gpt)
     if fast is None:
         raise AssertionError("generate would not use the fast decode loop for this model")
-    weights = [w for layer in fast.layers
-               for w, _ in (p for p in (layer.qkv, layer.out, layer.fc1, layer.gate, layer.fc2) if p)]
     if fast.transposed:  # W^T (in [+ 1], out): the layers' copies carry a bias row where bias_rows
-        mats = [(w, w.shape[0] - fast.bias_rows, True) for w in weights] + [(fast.head, fast.head.shape[0], False)]
+        mats = [(w, w.shape[0] - fast.bias_rows, True) for _, w, _ in fast.matrices()]
+        mats.append((fast.head, fast.head.shape[0], False))
         xs = {n: torch.randn(1, n, device=device) for _, n, _ in mats}
 
         def products() -> list:
             index = {n: kernels.row_index(n, torch.device(device)) for n in fast._widths}
             return [fast._product(xs[n], w, index, row) for w, n, row in mats]
         return products
-    layers = [(layer.linear, w, b) for layer in fast.layers
-              for w, b in (p for p in (layer.qkv, layer.out, layer.fc1, layer.gate, layer.fc2) if p)]
-    mats2 = layers + [(fast.linear, fast.head, None)]
-    xs = {w.shape[1]: torch.randn(1, 1, w.shape[1], device=device) for _, w, _ in mats2}  # W (out, in)
+    calls = [(layer.linear, w, b) for layer, w, b in fast.matrices()] + [(fast.linear, fast.head, None)]
+    xs = {w.shape[1]: torch.randn(1, 1, w.shape[1], device=device) for _, w, _ in calls}  # W (out, in)
     m = fast.token_min_macs  # as FastDecoder.step chooses
-    return lambda: [lin(xs[w.shape[1]], w, b, m) for lin, w, b in mats2]
+    return lambda: [lin(xs[w.shape[1]], w, b, m) for lin, w, b in calls]
 
 
 def step_at(gpt: torch.nn.Module, length: int, vocab_size: int, device: str, seed: int) -> Callable[[], torch.Tensor]:
@@ -106,8 +103,8 @@ def step_at(gpt: torch.nn.Module, length: int, vocab_size: int, device: str, see
 
     The step appends one token's keys/values; the function then puts back each layer's view of
     the first ``length`` positions (no copy), so every call sees the same cache length and the
-    next append writes in place into the same buffers, as a real decode step does. It runs what ``generate``
-    runs per step (:func:`decode_step`)."""
+    next append writes in place into the same buffers, as a real decode step does. It runs what
+    ``generate`` runs per step (:func:`decode_step`)."""
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, vocab_size, (1, length + 1), generator=g).to(device)
     cache = attnlib.KVCache()

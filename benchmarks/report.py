@@ -18,6 +18,7 @@ GPU_JSON = ROOT / "benchmarks" / "results" / "quick_cuda.json"  # written by ben
 SMOLLM2_JSON = ROOT / "benchmarks" / "results" / "full_cpu_smollm2.json"  # python -m benchmarks --full --only smollm2
 THREADS2_JSON = ROOT / "benchmarks" / "results" / "full_cpu_generation_2threads.json"  # both cores
 CROSSOVER_JSON = ROOT / "benchmarks" / "results" / "full_cpu_crossover.json"  # --full --only crossover
+COLDOPS_JSON = ROOT / "benchmarks" / "results" / "full_cpu_coldops.json"  # --full --only coldops
 NOTEBOOK_TIMES = ROOT / "benchmarks" / "results" / "notebook_times.json"  # scripts/execute_notebooks.py
 BLOCK = re.compile(r"(<!-- BEGIN generated:(\w+) -->\n)(.*?)(<!-- END generated:\2 -->)", re.S)
 MIB = 2**20
@@ -202,6 +203,23 @@ def render_crossover(doc: dict) -> str:
                         [[n] + t for n, t in zip(names, targets)]))
 
 
+def render_coldops(doc: dict) -> str:
+    """The operations between a decode step's products, warm and cold (its own JSON)."""
+    if not COLDOPS_JSON.exists():
+        return "*No cold-ops run stored*: `python -m benchmarks --full --only coldops` writes it.\n"
+    co = json.loads(COLDOPS_JSON.read_text())
+    rows = [[r["shape"], r["cache_len"], r["step_ms"], r["warm_ms"], r["cold_ms"], r["parts_ms"]["attention"],
+             r["parts_ms"]["cache_write"], r["parts_ms"]["norms"], r["parts_ms"]["activation"]]
+            for r in co["benchmarks"]["coldops"]["runs"]]
+    return (f"Run at {co['env']['utc']}, `--{co['settings']['mode']} --only coldops`, "
+            f"{co['settings']['threads']} thread, {co['settings']['rounds']} rounds; milliseconds per step.\n\n"
+            + _md_table(["shape", "cache tokens", "step", "other ops warm", "other ops cold", "attention",
+                         "cache writes", "norms", "GELU"], rows)
+            + "\nChecked: " + "; ".join(f"{t['name']} {t['op']} {t['limit']}: {_num(t['value'])}, "
+                                       f"{ {True: 'met', False: 'missed'}.get(t['met'], 'n/a')}"
+                                       for t in co["targets"]) + ".\n")
+
+
 def render_fastpaths(doc: dict) -> str:
     fp = doc["benchmarks"].get("fastpaths")
     if fp is None:
@@ -274,7 +292,7 @@ def render_gpu_doc(gpu: dict) -> str:
 RENDER = {"env": render_env, "targets": render_targets, "attention": render_attention, "models": render_models,
           "profile": render_profile, "generation": render_generation,
           "gen_profile": render_gen_profile, "generation_threads": render_generation_threads,
-          "crossover": render_crossover,
+          "crossover": render_crossover, "coldops": render_coldops,
           "fastpaths": render_fastpaths, "gpu": render_gpu,
           "smollm2": render_smollm2, "chapters": render_chapters}
 

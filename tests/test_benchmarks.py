@@ -114,11 +114,69 @@ def check_document(doc: dict, benchmarks: set[str]) -> None:
                 assert run["fraction_of_read"]["linear_t"] == pytest.approx(r["read"] / r["linear_t"])
 
 
+    if "coldops" in benchmarks:
+        for run in doc["benchmarks"]["coldops"]["runs"]:
+            res = run["timing"]
+            check_comparison(res, {"step", "stored_products", "summed_products", "sums", "no_attention",
+                                   "no_cache_write", "no_norms", "no_activation"})
+            med = res["median_s"]
+            assert run["warm_ms"] == pytest.approx(med["stored_products"] * 1e3)
+            assert run["cold_ms"] == pytest.approx((med["summed_products"] - med["sums"]) * 1e3)
+            assert set(run["parts_ms"]) == {"attention", "cache_write", "norms", "activation"}
+            for part, ms in run["parts_ms"].items():
+                assert ms == pytest.approx((1 - res["ratio"]["no_" + part]) * med["step"] * 1e3)
+
+
+def test_coldops_variants_leave_out_what_they_say(monkeypatch) -> None:
+    """Each variant of the cold-ops benchmark runs the one-row step without exactly the part it
+    names (spies count the calls): the step calls everything, "stored_products" and
+    "summed_products" no product kernel, each "no_X" no X and everything else."""
+    from attnlib import decode, kernels
+    from attnlib.cache import KVCache
+    from benchmarks import coldops
+    from benchmarks.models import build_pair
+
+    if not kernels._HAS_ROWS:
+        pytest.skip("no fbgemm embedding-bag kernel in this PyTorch build")
+    monkeypatch.setattr(kernels, "CACHE_BYTES", 0)
+    gpt, _, cfg = build_pair("smoke", settings_for("smoke", "cpu", 1))
+    counts: dict[str, int] = {}
+
+    def spy(obj: object, name: str, key: str) -> None:
+        real = getattr(obj, name)
+        monkeypatch.setattr(obj, name, lambda *a, **k: counts.__setitem__(key, counts.get(key, 0) + 1) or real(*a, **k))
+
+    with torch.inference_mode():
+        fns, products = coldops.variants(gpt, cfg.vocab_size, "cpu", 0)
+        spy(kernels, "bag_rows", "products")
+        spy(torch.nn.functional, "scaled_dot_product_attention", "attention")
+        spy(KVCache, "update", "cache_write")
+        spy(decode._Norm, "__call__", "norms")
+        spy(decode, "activate", "activation")
+        L = cfg.n_layers
+        everything = {"products": products, "attention": L, "cache_write": L, "norms": 2 * L + 1, "activation": L}
+        for name, fn in fns.items():
+            counts.clear()
+            fn()
+            if name == "sums":
+                assert counts == {}
+                continue
+            left_out = {"stored_products": "products", "summed_products": "products"}.get(name, name[3:])
+            expect = {k: v for k, v in everything.items() if name == "step" or k != left_out}
+            assert counts == expect, name
+
+
 def test_crossover_smoke(tmp_path: Path) -> None:
     """The benchmark behind attnlib.kernels' size bounds (its own --only, like smollm2)."""
     out = tmp_path / "cx.json"
     assert main(["--smoke", "--only", "crossover", "--out", str(out)]) == 0
     check_document(json.loads(out.read_text()), {"crossover"})
+
+
+def test_coldops_smoke(tmp_path: Path) -> None:
+    out = tmp_path / "co.json"
+    assert main(["--smoke", "--only", "coldops", "--out", str(out)]) == 0
+    check_document(json.loads(out.read_text()), {"coldops"})
 
 
 def test_cli_smoke_writes_schema_and_plots(tmp_path: Path) -> None:
@@ -258,6 +316,13 @@ def test_stored_full_results_and_book_page_agree() -> None:
     assert cx["benchmarks"]["crossover"]["min_macs_streamed"] == attnlib.kernels.MIN_MACS_STREAMED
     for t in cx["targets"]:
         assert t["name"].split(": ", 1)[-1] in page, t["name"]
+    # the cold-ops run the notes cite: the operations between products cost several times their
+    # warm time in a real step
+    co = json.loads((STORED.parent / "full_cpu_coldops.json").read_text())
+    check_document(co, {"coldops"})
+    assert co["settings"]["mode"] == "full" and co["env"]["threads"] == 1
+    (run,) = co["benchmarks"]["coldops"]["runs"]
+    assert run["shape"] == "gpt2-small" and run["cold_ms"] > 2 * run["warm_ms"] > 0
     from benchmarks.report import render_crossover
 
     runs = cx["benchmarks"]["crossover"]["runs"]
