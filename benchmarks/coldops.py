@@ -24,39 +24,20 @@ same one-row step is taken.
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Iterator
+from typing import Callable
 
 import torch
 
 from attnlib import decode, kernels
 from attnlib.cache import KVCache
 
+from .fastpaths import switched, with_switch
 from .generation import step_at
 from .harness import Settings, Target, compare, fmt_table
 from .models import build_pair
 
 LENGTH = 48  # cached tokens: the middle of the first window of the generation benchmark
 SHAPE = {"smoke": "smoke", "quick": "gpt2-small", "full": "gpt2-small"}
-
-
-@contextlib.contextmanager
-def _swapped(obj: object, name: str, value: object) -> Iterator[None]:
-    old = getattr(obj, name)
-    setattr(obj, name, value)
-    try:
-        yield
-    finally:
-        setattr(obj, name, old)
-
-
-def _variant(step: Callable[[], torch.Tensor], *swaps: tuple[object, str, object]) -> Callable[[], torch.Tensor]:
-    """``step`` with the attributes ``swaps`` (obj, name, value) replaced during the call."""
-    def call() -> torch.Tensor:
-        with contextlib.ExitStack() as stack:
-            for obj, name, value in swaps:
-                stack.enter_context(_swapped(obj, name, value))
-            return step()
-    return call
 
 
 class _NoAttention:
@@ -93,13 +74,13 @@ def variants(gpt: torch.nn.Module, vocab_size: int, device: str, seed: int
 
     return {
         "step": step,
-        "stored_products": _variant(step, (kernels, "bag_rows", stored_product)),
-        "summed_products": _variant(step, (kernels, "bag_rows", summed_product)),
+        "stored_products": with_switch(step, kernels, "bag_rows", stored_product),
+        "summed_products": with_switch(step, kernels, "bag_rows", summed_product),
         "sums": lambda: [w.sum() for w in mats],
-        "no_attention": _variant(step, (decode, "F", _NoAttention())),
-        "no_cache_write": _variant(step, (KVCache, "update", held)),
-        "no_norms": _variant(step, (decode._Norm, "__call__", lambda self, x: x)),
-        "no_activation": _variant(step, (decode, "activate", lambda act, h, gate=None: h)),
+        "no_attention": with_switch(step, decode, "F", _NoAttention()),
+        "no_cache_write": with_switch(step, KVCache, "update", held),
+        "no_norms": with_switch(step, decode._Norm, "__call__", lambda self, x: x),
+        "no_activation": with_switch(step, decode, "activate", lambda act, h, gate=None: h),
     }, len(mats)
 
 
@@ -109,7 +90,7 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
     del hf
     with contextlib.ExitStack() as stack, torch.inference_mode():
         if shape == "smoke":  # a small model takes the one-row step only if treated as streamed
-            stack.enter_context(_swapped(kernels, "CACHE_BYTES", 0))
+            stack.enter_context(switched(kernels, "CACHE_BYTES", 0))
         fns, products = variants(gpt, cfg.vocab_size, settings.device, settings.seed)
         res = compare(fns, settings, baseline="step")
     med, ratio = res["median_s"], res["ratio"]

@@ -38,8 +38,9 @@ RUNS = {"smoke": [("smoke", 8, 8)], "quick": [("tiny", 256, 512)], "full": [("ti
 
 
 @contextmanager
-def switched(cls: type, name: str, value: bool) -> Iterator[None]:
-    """Set a class-wide switch (``fuse_qkv``, ``preallocate``) for the duration."""
+def switched(cls: object, name: str, value: object) -> Iterator[None]:
+    """Set a class-wide switch (``fuse_qkv``, ``preallocate``), or any attribute of a class or
+    module, for the duration."""
     old = getattr(cls, name)
     setattr(cls, name, value)
     try:
@@ -48,7 +49,7 @@ def switched(cls: type, name: str, value: bool) -> Iterator[None]:
         setattr(cls, name, old)
 
 
-def with_switch(fn: Callable[[], object], cls: type, name: str, value: bool) -> Callable[[], object]:
+def with_switch(fn: Callable[[], object], cls: object, name: str, value: object) -> Callable[[], object]:
     def call() -> object:
         with switched(cls, name, value):
             return fn()
