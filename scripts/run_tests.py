@@ -15,7 +15,9 @@ Steps (each a separate pytest run, all run even if one fails; the exit code is 1
   browser    the built book in headless Chromium (tests/test_book_browser.py; reuses that build)
 
 pytest's exit code 5 ("no tests collected") fails a step, except for `notebooks` while the
-notebooks/ folder holds no chapter: a step that silently tests nothing is not a pass.
+notebooks/ folder holds no chapter: a step that silently tests nothing is not a pass. A notebook
+step whose only failures are Jupyter kernels that died while starting (before any cell ran) is
+run once more, and the log says so; any other failure stands.
 
 A step whose tools are missing (Chromium and chromedriver for `browser`; npm, or the two cached
 asset tarballs, for `book`) is skipped on a reader's machine, and named at the end with how to
@@ -100,7 +102,18 @@ def missing_tools(name: str) -> str:
     return ""
 
 
-def run(name: str, cmd: list[str]) -> tuple[bool, dict[str, int], float]:
+KERNEL_START = "Kernel died before replying to kernel_info"
+
+
+def only_kernel_start_failures(output: str) -> bool:
+    """Did every failing item of a pytest run fail because its Jupyter kernel died while starting
+    (no notebook cell ran)? jupyter_client can lose a port race between two workers starting
+    kernels at once; such a step is run once more (said so in the log), anything else is not."""
+    bad = [line for line in output.splitlines() if re.match(r"(FAILED|ERROR) \S+::", line)]  # -rfE summary
+    return bool(bad) and all(KERNEL_START in line for line in bad)
+
+
+def run(name: str, cmd: list[str], retry: bool = True) -> tuple[bool, dict[str, int], float]:
     extra = ENV.get(name, {})
     shown = " ".join(f"{k}={v}" for k, v in extra.items())
     print(f"\n=== {name}: {shown + ' ' if shown else ''}{' '.join(cmd[1:])}", flush=True)
@@ -119,6 +132,11 @@ def run(name: str, cmd: list[str]) -> tuple[bool, dict[str, int], float]:
         return True, c, took
     if rc == 5:
         print(f"=== {name}: pytest collected no tests (exit 5): counted as a failure")
+    if rc != 0 and retry and "--nbval" in cmd and only_kernel_start_failures("".join(lines)):
+        print(f"=== {name}: every failure was a kernel that died while starting ({KERNEL_START!r}), "
+              "not a notebook: running the step once more")
+        ok, c, again = run(name, cmd, retry=False)
+        return ok, c, took + again
     return rc == 0, c, took
 
 
