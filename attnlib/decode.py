@@ -105,7 +105,8 @@ def _transposed_weights(model: Any) -> list[Tensor]:
     layer q/k/v stacked as one (C, C + 2 G D), out, fc1, the gate (SwiGLU), fc2; then the LM
     head (C, vocab). In a model with biases each layer's matrix carries its bias as one more
     row, (in + 1, out) (zeros where a map has none), read by ``kernels.linear_t(bias_row=True)``
-    as the weight streams in. Built once and kept on the model (``model.__dict__``, not a
+    as the weight streams in. All of them lie in one block of memory that Linux may back with
+    2 MiB pages (``kernels.huge_page_empty``). Built once and kept on the model (``model.__dict__``, not a
     parameter nor in the state dict) while every parameter keeps its version counter and storage,
     as ``MultiHeadAttention.fused_qkv`` does; ``GPT.train()`` drops them."""
     key = kernels.params_key(list(model.parameters()))  # None: made under inference_mode
@@ -113,24 +114,26 @@ def _transposed_weights(model: Any) -> list[Tensor]:
     if held is None or key is None or held[0] != key:
         model.__dict__["_transposed"] = None  # free the stale copies before building new ones
         rows = _has_biases(model)
-
-        def t(ws: list[Tensor], bs: list[Optional[Tensor]]) -> Tensor:  # W^T, then the bias row
-            w = torch.cat(ws) if len(ws) > 1 else ws[0]  # (out, in)
-            if not rows:
-                return w.t().contiguous()
-            out = w.new_empty(w.shape[1] + 1, w.shape[0])  # (in + 1, out)
-            out[:-1] = w.t()
-            out[-1] = torch.cat([b if b is not None else w.new_zeros(v.shape[0]) for b, v in zip(bs, ws)])
-            return out
-
-        mats = []
+        # per matrix the maps it stacks, (weight (out, in), bias or None) each, in step order
+        groups = []
+        for layer in model.layers:
+            mha, ffn = layer.self_attn, layer.ffn
+            groups.append([(m.weight, m.bias) for m in (mha.q_proj, mha.k_proj, mha.v_proj)])
+            groups += [[(m.weight, m.bias)] for m in (mha.out_proj, ffn.fc1, ffn.gate, ffn.fc2) if m is not None]
+        shapes = [(g[0][0].shape[1] + rows, sum(w.shape[0] for w, _ in g)) for g in groups]
+        head = model.lm_head.weight  # (vocab, C), bias-free
+        # one block of memory that Linux may back with 2 MiB pages: read faster at every step
+        mats = kernels.huge_page_empty(shapes + [head.shape[::-1]], head.dtype)
         with torch.no_grad():
-            for layer in model.layers:
-                mha, ffn = layer.self_attn, layer.ffn
-                qkv = (mha.q_proj, mha.k_proj, mha.v_proj)
-                mats.append(t([m.weight for m in qkv], [m.bias for m in qkv]))
-                mats += [t([m.weight], [m.bias]) for m in (mha.out_proj, ffn.fc1, ffn.gate, ffn.fc2) if m is not None]
-            mats.append(model.lm_head.weight.t().contiguous())  # bias-free
+            for out, g in zip(mats, groups):  # W^T (in, out) side by side, then the bias row
+                col = 0
+                for w, b in g:
+                    n = w.shape[0]
+                    out[:w.shape[1], col:col + n] = w.t()
+                    if rows:
+                        out[-1, col:col + n] = 0 if b is None else b
+                    col += n
+            mats[-1].copy_(head.t())
         held = model.__dict__["_transposed"] = (key, mats)
     return held[1]
 

@@ -488,3 +488,89 @@ def test_the_row_step_says_when_a_position_is_past_the_context(monkeypatch):
             fast.step(torch.zeros(1, 1, dtype=torch.long), cache)
         with pytest.raises(ValueError, match="position 64 is out of range for max_len=64"):
             gpt.embed.pos_emb(torch.tensor([64]))
+
+
+def _mapping_of(ptr: int) -> "dict[str, str] | None":
+    """The /proc/self/smaps entry (its fields) of the mapping that holds address ``ptr``."""
+    with open("/proc/self/smaps") as f:
+        text = f.read()
+    found, entry = None, None
+    for line in text.splitlines():
+        head = line.split()[0]
+        if "-" in head and ":" not in head:  # "start-end perms ..." opens an entry
+            lo, hi = (int(a, 16) for a in head.split("-"))
+            entry = found = {} if lo <= ptr < hi else found
+            if not lo <= ptr < hi:
+                entry = None
+        elif entry is not None:
+            key, _, value = line.partition(":")
+            entry[key] = value.strip()
+    return found
+
+
+def test_huge_page_empty_lays_tensors_out_in_one_block(monkeypatch):
+    """Each tensor has its shape and dtype and its own memory (a write to one changes no other),
+    starts on a 4 KiB boundary, and all of them lie in one mapping that starts on a 2 MiB
+    boundary and is advised for huge pages; the mapping goes when the tensors go. Below one huge
+    page in all, or switched off: plain tensors with storages of their own."""
+    import sys
+
+    shapes = [(769, 2304), (3, 5), (768, 100)]
+    small = kernels.huge_page_empty([(4, 8), (2,)])
+    assert [t.shape for t in small] == [(4, 8), (2,)]
+    assert small[0].untyped_storage().data_ptr() != small[1].untyped_storage().data_ptr()
+    monkeypatch.setattr(kernels, "USE_HUGE_PAGES", False)
+    off = kernels.huge_page_empty(shapes)
+    assert len({t.untyped_storage().data_ptr() for t in off}) == 3
+    monkeypatch.setattr(kernels, "USE_HUGE_PAGES", True)
+    ts = kernels.huge_page_empty(shapes, torch.float64)
+    assert [t.shape for t in ts] == shapes and all(t.dtype == torch.float64 and t.is_contiguous() for t in ts)
+    for i, t in enumerate(ts):
+        t.fill_(i)
+    assert [t.unique().tolist() for t in ts] == [[0.0], [1.0], [2.0]]  # no overlap
+    assert all(t.data_ptr() % 4096 == 0 for t in ts)
+    if not (sys.platform.startswith("linux") and kernels._HAS_HUGE_PAGES):
+        return
+    assert len({t.untyped_storage().data_ptr() for t in ts}) == 1  # one block
+    assert ts[0].data_ptr() % kernels.HUGE_PAGE == 0
+    where = ts[0].data_ptr()
+    mapping = _mapping_of(where)
+    assert mapping is not None and "hg" in mapping["VmFlags"].split()  # hg: advised MADV_HUGEPAGE
+    del ts, t
+    assert _mapping_of(where) is None  # unmapped with the last tensor
+
+
+def test_transposed_copies_of_a_large_model_share_one_huge_page_block(monkeypatch):
+    """A model whose copies pass one huge page gets them in one block (kernels.huge_page_empty);
+    its one-token steps still equal the model's own forward. Where this machine's Linux grants
+    huge pages for an advised mapping, the copies are backed by them."""
+    import sys
+
+    monkeypatch.setattr(kernels, "CACHE_BYTES", 0)
+    if not kernels._HAS_ROWS:
+        pytest.skip("no fbgemm embedding-bag kernel in this PyTorch build")
+    torch.manual_seed(0)
+    cfg = TransformerConfig(vocab_size=4000, d_model=128, n_heads=4, n_layers=2, max_len=64)
+    gpt = GPT(cfg).eval()
+    prompt = torch.tensor([[5, 6, 7, 8]])
+    with torch.no_grad():
+        ref = KVCache()
+        gpt(prompt[:, :3], cache=ref)
+        want = gpt(prompt[:, 3:], cache=ref).logits[:, -1]
+        fast = FastDecoder.for_model(gpt)
+        cache = KVCache()
+        fast.step(prompt[:, :3], cache)
+        got = fast.step(prompt[:, 3:], cache)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    mats = gpt.__dict__["_transposed"][1]
+    assert sum(m.nbytes for m in mats) > kernels.HUGE_PAGE
+    if not (sys.platform.startswith("linux") and kernels._HAS_HUGE_PAGES):
+        return
+    assert len({m.untyped_storage().data_ptr() for m in mats}) == 1
+    try:
+        setting = open("/sys/kernel/mm/transparent_hugepage/enabled").read()
+    except OSError:
+        return
+    if "[never]" not in setting:  # the 2 MiB pages were granted (the LM head alone is 2 MB)
+        mapping = _mapping_of(mats[-1].data_ptr())
+        assert int(mapping["AnonHugePages"].split()[0]) >= 2048, mapping
