@@ -40,9 +40,10 @@ a large model's weights for that (``USE_ROWS`` switches it off).
 Those copies are read from memory at every step, through the page tables: with 4 KiB pages a
 GPT-2-small step crosses ~120,000 pages. :func:`huge_page_empty` lays them out in one block that
 Linux may back with 2 MiB pages (transparent huge pages, asked for with ``madvise``; most
-distributions leave that to each program). On the book's machine a GPT-2-small decode step on
-one thread took 0.91 of its time with the same copies in ordinary pages (``benchmarks/``
-measures it with the bandwidth probes). ``USE_HUGE_PAGES`` switches it off.
+distributions leave that to each program). On the book's machine, in two ad hoc paired runs
+(not a stored benchmark), a GPT-2-small decode step on one thread took 0.96 and 0.98 of its time
+with the same copies in two ordinary allocations; on two threads 0.98. ``USE_HUGE_PAGES``
+switches it off.
 """
 from __future__ import annotations
 

@@ -11,7 +11,8 @@ Per model shape: a 32-token prompt, then ``new`` greedy tokens (temperature 0), 
 * attnlib tokens/s over HF ``generate`` tokens/s (cached both);
 * bandwidth: each decode step reads every weight once (the LM head reads the whole embedding
   matrix; the position table only one row), so weight bytes / step time is the bandwidth that
-  decoding achieves. It is compared, round by round, with a copy and a sum of a tensor as large
+  decoding achieves. It is compared, round by round, with the fastest of the
+  :func:`~benchmarks.harness.bandwidth_probes` (a copy and a sum, over ordinary and 2 MiB pages) of a tensor as large
   as the calibration's (:func:`probe_bytes`, far larger than the last-level cache) timed in the
   same rounds, and with the step's matrix-vector
   products alone (:func:`products_only`), the floor that the matmul kernels set;
