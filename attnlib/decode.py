@@ -11,15 +11,16 @@ out. It returns the logits of the last position only (the only ones sampling rea
 prompt's pass does not multiply every prompt token by the LM head. For a model larger than a
 last-level cache (``kernels.CACHE_BYTES``), whose one-token steps read every weight from memory,
 it lets oneDNN take smaller products than elsewhere (``kernels.MIN_MACS_STREAMED``), and on x86
-CPUs it multiplies by transposed copies of the weights, W^T (in, out), with which one token's
-products read the weights at close to the memory's rate (``kernels.linear_t``). Those copies cost
-the model's size in memory once more; they are built at the first decode and kept on the model
-while it stays in eval mode and its parameters do not change (``model.train()`` drops them;
-``kernels.USE_ROWS = False`` stops their use).
+CPUs its one-token steps multiply by transposed copies of the weights, W^T (in, out), cut into
+column blocks (``kernels.RowBlocks``), with which one token's products read the weights at close
+to the memory's rate. Those copies cost the model's size in memory once more; they are built at
+the first decode and kept on the model while it stays in eval mode, its parameters do not change
+and the thread count stays the same (``model.train()`` drops them; ``kernels.USE_ROWS = False``
+stops their use). Prompts and batches use the module's own weights.
 
 With those copies, a step of one token for one sequence (every step after the prompt) takes
-``FastDecoder._row_step``: each product is one embedding-bag call (``kernels.bag_rows``) on an
-input written in place in front of a 1 (the weight of a bias row), q, k and v are views of one
+``FastDecoder._row_step``: each product is one embedding-bag call (``kernels.RowBlocks``) whose
+bias streams in with the weight as one more row weighted by 1, q, k and v are views of one
 product's output, and there is no mask and no positions tensor. Those ops run right after a
 product has streamed megabytes of weights through the CPU caches, which evicts the code and data
 they need: on GPT-2 small the ~0.5 ms they take warm cost ~1.4 ms in a real step
@@ -100,16 +101,19 @@ def _has_biases(model: Any) -> bool:
                          layer.self_attn.out_proj, layer.ffn.fc1, layer.ffn.gate, layer.ffn.fc2))
 
 
-def _transposed_weights(model: Any) -> list[Tensor]:
-    """W^T (in, out) of every matrix a decode step multiplies by, in the order of the step: per
-    layer q/k/v stacked as one (C, C + 2 G D), out, fc1, the gate (SwiGLU), fc2; then the LM
-    head (C, vocab). In a model with biases each layer's matrix carries its bias as one more
-    row, (in + 1, out) (zeros where a map has none), read by ``kernels.linear_t(bias_row=True)``
-    as the weight streams in. All of them lie in one block of memory that Linux may back with
-    2 MiB pages (``kernels.huge_page_empty``). Built once and kept on the model (``model.__dict__``, not a
-    parameter nor in the state dict) while every parameter keeps its version counter and storage,
-    as ``MultiHeadAttention.fused_qkv`` does; ``GPT.train()`` drops them."""
-    key = kernels.params_key(list(model.parameters()))  # None: made under inference_mode
+def _transposed_weights(model: Any) -> list[kernels.RowBlocks]:
+    """W^T of every matrix a one-token step multiplies by, as :class:`kernels.RowBlocks` (column
+    blocks for the embedding bag), in the order of the step: per layer q/k/v stacked as one
+    (C -> C + 2 G D), out, fc1, the gate (SwiGLU), fc2; then the LM head (C -> vocab). In a model
+    with biases each layer's matrix carries its bias as one more row (zeros where a map has none),
+    which streams in with the weight. All of them lie in one block of memory that Linux may back
+    with 2 MiB pages (``kernels.huge_page_empty``). Built once and kept on the model
+    (``model.__dict__``, not a parameter nor in the state dict) while every parameter keeps its
+    version counter and storage (as ``MultiHeadAttention.fused_qkv`` does) and the thread count
+    (the blocks are shared out among the threads) stays the same; ``GPT.train()`` drops them."""
+    params = kernels.params_key(list(model.parameters()))  # None: made under inference_mode
+    threads = torch.get_num_threads()
+    key = None if params is None else (params, threads)
     held = model.__dict__.get("_transposed")
     if held is None or key is None or held[0] != key:
         model.__dict__["_transposed"] = None  # free the stale copies before building new ones
@@ -120,55 +124,42 @@ def _transposed_weights(model: Any) -> list[Tensor]:
             mha, ffn = layer.self_attn, layer.ffn
             groups.append([(m.weight, m.bias) for m in (mha.q_proj, mha.k_proj, mha.v_proj)])
             groups += [[(m.weight, m.bias)] for m in (mha.out_proj, ffn.fc1, ffn.gate, ffn.fc2) if m is not None]
-        shapes = [(g[0][0].shape[1] + rows, sum(w.shape[0] for w, _ in g)) for g in groups]
-        head = model.lm_head.weight  # (vocab, C), bias-free
+        groups.append([(model.lm_head.weight, None)])  # (vocab, C), bias-free
+        dims = [(g[0][0].shape[1], sum(w.shape[0] for w, _ in g), rows and i < len(groups) - 1)
+                for i, g in enumerate(groups)]  # (in, out, bias row)
         # one block of memory that Linux may back with 2 MiB pages: read faster at every step
-        mats = kernels.huge_page_empty(shapes + [head.shape[::-1]], head.dtype)
+        tables = kernels.huge_page_empty([kernels.RowBlocks.shape(*d, threads) for d in dims],
+                                         model.lm_head.weight.dtype)
+        mats = [kernels.RowBlocks(t, *d, threads) for t, d in zip(tables, dims)]
         with torch.no_grad():
-            for out, g in zip(mats, groups):  # W^T (in, out) side by side, then the bias row
-                col = 0
-                for w, b in g:
-                    n = w.shape[0]
-                    out[:w.shape[1], col:col + n] = w.t()
-                    if rows:
-                        out[-1, col:col + n] = 0 if b is None else b
-                    col += n
-            mats[-1].copy_(head.t())
+            for m, g in zip(mats, groups):
+                m.fill(g)
         held = model.__dict__["_transposed"] = (key, mats)
     return held[1]
 
 
-def _linear_bias_row(x: Tensor, wt: Tensor, bias: Optional[Tensor], m: Optional[int]) -> Tensor:
-    return kernels.linear_t(x, wt, None, m, bias_row=True)  # bias: wt's last row
-
-
 class _Layer:
-    """One GPT block's weights for the decode loop (the q/k/v weights stacked once).
+    """One GPT block's weights for the decode loop: the module's own (with the q/k/v stack
+    ``fused_qkv`` keeps), multiplied by ``kernels.linear``, and for a model whose one-token
+    steps take the embedding bag, ``rows``: its :class:`kernels.RowBlocks` (q/k/v, out, fc1,
+    the gate or None, fc2), from an iterator over :func:`_transposed_weights`."""
 
-    With ``transposed`` (an iterator over :func:`_transposed_weights`) the matrices are the
-    transposed copies (with their biases as a last row where ``bias_rows``) and :attr:`linear`
-    is ``kernels.linear_t``; else the module's own weights (and the stack ``fused_qkv`` keeps)
-    with ``kernels.linear``."""
-
-    def __init__(self, layer: DecoderLayer, transposed: Optional[Any] = None, bias_rows: bool = False) -> None:
+    def __init__(self, layer: DecoderLayer, transposed: Optional[Any] = None) -> None:
         mha, ffn = layer.self_attn, layer.ffn
         self.norm_first = layer.norm_first
         self.norm1, self.norm3 = _Norm(layer.norm1), _Norm(layer.norm3)
         self.heads, self.kv_heads, self.head_dim = mha.n_heads, mha.n_kv_heads, mha.head_dim
         self.activation = ffn.activation
-        if transposed is None:
-            self.linear = linear
-            self.qkv = mha.fused_qkv()  # (C + 2 G D, C) and its bias, as the module keeps them
-            self.out = (mha.out_proj.weight, mha.out_proj.bias)
-            self.fc1, self.fc2 = (ffn.fc1.weight, ffn.fc1.bias), (ffn.fc2.weight, ffn.fc2.bias)
-            self.gate = None if ffn.gate is None else (ffn.gate.weight, ffn.gate.bias)
-            return
-        self.linear = _linear_bias_row if bias_rows else kernels.linear_t
-        self.qkv = (next(transposed), None)  # (C [+ 1], C + 2 G D)
-        self.out = (next(transposed), None)
-        self.fc1 = (next(transposed), None)
-        self.gate = None if ffn.gate is None else (next(transposed), None)
-        self.fc2 = (next(transposed), None)
+        self.linear = linear
+        self.qkv = mha.fused_qkv()  # (C + 2 G D, C) and its bias, as the module keeps them
+        self.out = (mha.out_proj.weight, mha.out_proj.bias)
+        self.fc1, self.fc2 = (ffn.fc1.weight, ffn.fc1.bias), (ffn.fc2.weight, ffn.fc2.bias)
+        self.gate = None if ffn.gate is None else (ffn.gate.weight, ffn.gate.bias)
+        self.rows = None
+        if transposed is not None:
+            qkv, out, fc1 = next(transposed), next(transposed), next(transposed)
+            gate = None if ffn.gate is None else next(transposed)
+            self.rows = (qkv, out, fc1, gate, next(transposed))
 
     def ffn(self, x: Tensor, m: Optional[int]) -> Tensor:
         lin = self.linear
@@ -198,21 +189,13 @@ class FastDecoder:
         mats = iter(_transposed_weights(model)) if self.transposed else None
         # the layers' copies carry their biases as a last row (GPT-2; not Llama, which has none)
         self.bias_rows = self.transposed and _has_biases(model)
-        self.layers = [_Layer(layer, mats, self.bias_rows) for layer in model.layers]
+        self.layers = [_Layer(layer, mats) for layer in model.layers]
         self.norm_f = None if model.norm_f is None else _Norm(model.norm_f)
-        # the LM head: (vocab, C) bias-free, or its transposed copy (C, vocab)
-        self.head = next(mats) if self.transposed else model.lm_head.weight
-        self.linear = kernels.linear_t if self.transposed else linear
+        self.head = model.lm_head.weight  # (vocab, C), bias-free
+        # one-token steps (see _row_step): the LM head's RowBlocks
+        self.head_rows = next(mats) if self.transposed else None
+        self.linear = linear
         self.spec = cache_spec(model)
-        # one-row steps (see _row_step): with bias rows, each product's input is written into a
-        # buffer (in + 1,) whose last entry, the bias row's weight, is 1
-        mats = [w for _, w, _ in self.matrices()]
-        self._widths = {w.shape[0] for w in mats + [self.head]} if self.transposed else set()
-        self._inputs: dict[int, tuple[Tensor, Tensor]] = {}
-        if self.bias_rows:
-            for n in {w.shape[0] - 1 for w in mats}:
-                buf = self.head.new_ones(n + 1)
-                self._inputs[n + 1] = (buf, buf[:n].view(1, n))  # (in + 1,) and its first in as (1, in)
         embed = model.embed  # Embeddings.forward is token row + position row (see _embed_one)
         self._plain_embed = (embed.norm is None and embed.tok_emb.max_norm is None and not embed.training
                              and type(embed.pos_emb) in _POS)
@@ -222,6 +205,13 @@ class FastDecoder:
         out, fc1, the gate, fc2), the LM head (``self.head``) not included."""
         return [(layer, w, b) for layer in self.layers
                 for w, b in (p for p in (layer.qkv, layer.out, layer.fc1, layer.gate, layer.fc2) if p)]
+
+    def row_products(self) -> list[kernels.RowBlocks]:
+        """The :class:`kernels.RowBlocks` a one-token step calls, in its order, the LM head's
+        last (empty where the step does not take the embedding bag)."""
+        if not self.transposed:
+            return []
+        return [r for layer in self.layers for r in layer.rows if r is not None] + [self.head_rows]
 
     @property
     def token_min_macs(self) -> Optional[int]:
@@ -270,16 +260,6 @@ class FastDecoder:
                                              enable_gqa=G != layer.heads)  # (B, H, T, D)
         return lin(out.transpose(1, 2).reshape(B, T, C), *layer.out, m)
 
-    def _product(self, h: Tensor, wt: Tensor, index: dict, bias_row: bool = True) -> Tensor:
-        """h (1, in) times a transposed copy wt (in [+ 1], out) -> (1, out), by the embedding bag
-        (``_row_step`` checked once that it applies). ``bias_row``: wt may have a bias row."""
-        n = wt.shape[0]
-        if bias_row and self.bias_rows:
-            buf, head = self._inputs[n]
-            head.copy_(h)  # buf = (h, 1): the bias row streams in with the weight, weighted by 1
-            return kernels.bag_rows(buf, wt, index[n])
-        return kernels.bag_rows(h.view(n), wt, index[n])
-
     def _embed_one(self, ids: Tensor, past: int) -> Tensor:
         """The embedding (1, C) of one token ids (1, 1) at position ``past``: what
         ``Embeddings.forward`` computes (token row + position row; dropout is off in eval mode),
@@ -298,14 +278,11 @@ class FastDecoder:
 
     def _row_step(self, x: Tensor, cache: KVCache, past: int) -> Tensor:
         """The logits (1, vocab) after one token x (1, C) at position ``past`` (B = T = 1, a
-        float32 CPU row with transposed copies; ``step`` checked that every product may take the
+        float32 CPU row with the RowBlocks; ``step`` checked that every product may take the
         embedding bag). The same arithmetic as the general path in fewer ops, each of which costs
         several times its warm time here, right after a product has streamed megabytes of
         weights through the caches: no mask (one new token sees every held one), q/k/v as views
-        of the one product, each product's input written in place before a 1 (bias rows)."""
-        # the bags' indices for each product's input width, at this step's thread count
-        index = {n: kernels.row_index(n, x.device) for n in self._widths}
-        prod = self._product
+        of the one product, each product one embedding-bag call with the bias streamed in."""
         rope = self.model.rope
         if rope is not None:  # the cos/sin rows (1, D) of this position
             cos, sin = rope.cos_sin(past + 1, x.device, x.dtype)
@@ -313,8 +290,9 @@ class FastDecoder:
         C = x.shape[-1]
         for i, layer in enumerate(self.layers):
             H, G, D = layer.heads, layer.kv_heads, layer.head_dim
+            qkv, out, fc1, gate, fc2 = layer.rows
             h = layer.norm1(x) if layer.norm_first else x
-            y = prod(h, layer.qkv[0], index)  # (1, C + 2 G D): one token's q, k, v
+            y = qkv(h)  # (1, C + 2 G D): one token's q, k, v
             if G == H:  # (1, H, 1, D) each: for one token, views of y
                 q, k, v = y.view(3, 1, H, 1, D)
             else:
@@ -324,15 +302,14 @@ class FastDecoder:
                 q, k = RotaryEmbedding.rotate(q, cos, sin), RotaryEmbedding.rotate(k, cos, sin)
             k, v = cache.update(i, k, v)  # (1, G, past + 1, D)
             a = F.scaled_dot_product_attention(q, k, v, enable_gqa=G != H)  # (1, H, 1, D)
-            a = prod(a.reshape(1, C), layer.out[0], index)  # (1, C)
+            a = out(a.reshape(1, C))  # (1, C)
             x = x + a if layer.norm_first else layer.norm1(x + a)
             h = layer.norm3(x) if layer.norm_first else x
-            gate = None if layer.gate is None else prod(h, layer.gate[0], index)
-            f = prod(activate(layer.activation, prod(h, layer.fc1[0], index), gate), layer.fc2[0], index)
+            f = fc2(activate(layer.activation, fc1(h), None if gate is None else gate(h)))
             x = x + f if layer.norm_first else layer.norm3(x + f)
         if self.norm_f is not None:
             x = self.norm_f(x)
-        return prod(x, self.head, index, bias_row=False)  # (1, vocab)
+        return self.head_rows(x)  # (1, vocab)
 
     @torch.no_grad()
     def step(self, ids: Tensor, cache: KVCache) -> Tensor:

@@ -34,8 +34,16 @@ embedding-bag kernel (fbgemm's, on x86 builds) computes exactly that: "look up t
 each by its weight, add them up". It reads the same weight at 0.86 of that rate, and was the
 fastest of the three for every streamed shape measured, on one and two threads
 (``benchmarks/crossover.py``). :func:`linear_t` takes the transposed weight and uses
-it for one float32 row on the CPU; :class:`attnlib.decode.FastDecoder` holds transposed copies of
-a large model's weights for that (``USE_ROWS`` switches it off).
+it for one float32 row on the CPU (``USE_ROWS`` switches it off).
+
+How W^T is laid out matters too. fbgemm's kernel reads one table row per input, prefetching a
+fixed number of rows ahead; with GPT-2's rows of 2304 to 50257 floats that runs ahead too little.
+:class:`RowBlocks` cuts W^T into column blocks of about ``BLOCK_COLS`` columns stacked one under
+the other, and sums each block in a bag of its own: rows of ~1 KiB, and bags that the threads
+share out with nothing to add up afterwards. :class:`attnlib.decode.FastDecoder` holds a large
+model's weights that way. On an Intel Xeon (AVX-512, 2 cores) a GPT-2-small decode step took
+0.80 of its time with W^T split by rows on one thread and 0.98 on two (ad hoc, separate runs;
+``benchmarks/crossover.py`` times the layouts side by side).
 
 Those copies are read from memory at every step, through the page tables: with 4 KiB pages a
 GPT-2-small step crosses ~120,000 pages. :func:`huge_page_empty` lays them out in one block that
@@ -202,6 +210,86 @@ def bag_rows(x: Tensor, wt: Tensor, index: tuple[Tensor, Tensor]) -> Tensor:
     # mode 0 = sum: y[j] = sum over rows i of x[i] * wt[i, j], one sum per bag
     y = torch.embedding_bag(wt, index[0], index[1], False, 0, False, x)[0]  # (bags, out)
     return y.sum(0, keepdim=True) if y.shape[0] > 1 else y
+
+
+# RowBlocks: columns per block (1 KiB of float32 per row), the width at which fbgemm's bag read
+# GPT-2 small's weights fastest on the book's machines (benchmarks/crossover.py)
+BLOCK_COLS: int = 256
+
+
+class RowBlocks:
+    """One float32 row x (1, n) times a weight W (out, n) [+ bias] by one embedding-bag call,
+    with W^T cut into column blocks: what a decode step of a model larger than the caches does.
+
+    The bag sums rows of a table, each scaled by its weight (see the module docstring). Here the
+    table is W^T (n [+ 1 bias row], out) cut into ``blocks`` blocks of ``cols`` columns stacked
+    one under the other, (blocks * rows, cols), with zero columns after the last output; bag b
+    sums block b's rows, each weighted by x (the bias row by 1), and writes outputs
+    b * cols .. (b + 1) * cols - 1. So the bags are independent (the threads share them out with
+    no sum of partial results afterwards) and each row read is ``cols`` floats: on the book's
+    machines fbgemm's kernel read the weight fastest with rows of ~1 KiB (``BLOCK_COLS``), its
+    prefetch running a fixed number of rows ahead. ``blocks`` is a multiple of ``threads``.
+
+    :meth:`shape` gives the table's shape, :meth:`fill` writes W into ``table`` (a tensor of
+    that shape, e.g. from :func:`huge_page_empty`), calling the object computes ``x W^T + b``
+    with no checks (a float32 CPU row, no autograd: see :func:`rows_call_ok`). Each object holds
+    the input buffer (blocks, rows) it repeats x into, so it serves one call at a time.
+    """
+
+    def __init__(self, table: Tensor, n_in: int, n_out: int, bias_row: bool, threads: int) -> None:
+        self.n_in, self.n_out, self.bias_row, self.rows = n_in, n_out, bias_row, n_in + bias_row
+        self.blocks, self.cols = self.layout(n_in + bias_row, n_out, threads)
+        if tuple(table.shape) != (self.blocks * self.rows, self.cols):
+            raise ValueError(f"RowBlocks: table {tuple(table.shape)} should be "
+                             f"{(self.blocks * self.rows, self.cols)} (RowBlocks.shape)")
+        self.table = table
+        dev = table.device  # int32 indices: half the bytes of int64 to read at each call
+        self.index = torch.arange(self.blocks * self.rows, device=dev, dtype=torch.int32)
+        self.offsets = torch.arange(self.blocks, device=dev, dtype=torch.int32) * self.rows
+        self.buf = table.new_ones(self.blocks, self.rows)  # x in every block, then 1 (bias row)
+        self._x = self.buf[:, :n_in]
+        self._flat = self.buf.view(-1)
+
+    @staticmethod
+    def layout(rows: int, n_out: int, threads: int) -> tuple[int, int]:
+        """(blocks, cols): about ``BLOCK_COLS`` columns per block, blocks a multiple of threads."""
+        threads = max(1, threads)
+        blocks = -(-max(1, -(-n_out // BLOCK_COLS)) // threads) * threads
+        return blocks, -(-n_out // blocks)
+
+    @classmethod
+    def shape(cls, n_in: int, n_out: int, bias_row: bool, threads: int) -> tuple[int, int]:
+        """The table's shape for W (n_out, n_in) [+ a bias row] at this thread count."""
+        blocks, cols = cls.layout(n_in + bias_row, n_out, threads)
+        return blocks * (n_in + bias_row), cols
+
+    def fill(self, parts: Sequence[tuple[Tensor, Optional[Tensor]]]) -> None:
+        """Write W = the ``parts`` (weight (out_i, n), bias (out_i,) or None) stacked along the
+        outputs (q, k and v side by side, say) into the table; a missing bias is zeros."""
+        rows, cols = self.rows, self.cols
+        full = self.table.new_zeros(rows, self.blocks * cols)  # W^T (rows, out), zero-padded
+        col = 0
+        for w, b in parts:
+            n = w.shape[0]
+            full[:w.shape[1], col:col + n] = w.t()
+            if self.bias_row and b is not None:
+                full[-1, col:col + n] = b
+            col += n
+        if col != self.n_out:
+            raise ValueError(f"RowBlocks.fill: the parts have {col} outputs, the table {self.n_out}")
+        self.table.view(self.blocks, rows, cols).copy_(full.view(rows, self.blocks, cols).transpose(0, 1))
+
+    def dense(self) -> Tensor:
+        """The table as W^T (rows, out) again (a copy; for tests and inspection)."""
+        t = self.table.view(self.blocks, self.rows, self.cols).transpose(0, 1)
+        return t.reshape(self.rows, self.blocks * self.cols)[:, :self.n_out]
+
+    def __call__(self, x: Tensor) -> Tensor:
+        """x (1, n) -> x W^T + b (1, out)."""
+        self._x.copy_(x)  # x into every block's weights (one broadcast copy)
+        y = torch.embedding_bag(self.table, self.index, self.offsets, False, 0, False, self._flat)[0]
+        y = y.view(1, -1)  # (1, blocks * cols): block b's outputs after block b - 1's
+        return y if y.shape[1] == self.n_out else y[:, :self.n_out]
 
 
 def huge_page_empty(shapes: Sequence[Sequence[int]], dtype: torch.dtype = torch.float32) -> list[Tensor]:

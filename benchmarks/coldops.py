@@ -59,23 +59,23 @@ def variants(gpt: torch.nn.Module, vocab_size: int, device: str, seed: int
     if fast is None or not fast.transposed:
         raise AssertionError("this benchmark needs the one-row step (transposed copies, x86 PyTorch)")
     step = step_at(gpt, LENGTH, vocab_size, device, seed)
-    mats = [w for _, w, _ in fast.matrices()] + [fast.head]
-    stored = {w.shape[1]: torch.zeros(1, w.shape[1], device=device) for w in mats}
+    mats = [r.table for r in fast.row_products()]
+    stored = {r.n_out: torch.zeros(1, r.n_out, device=device) for r in fast.row_products()}
 
-    def stored_product(x: torch.Tensor, wt: torch.Tensor, index: object) -> torch.Tensor:
-        return stored[wt.shape[1]]
+    def stored_product(rows: kernels.RowBlocks, x: torch.Tensor) -> torch.Tensor:
+        return stored[rows.n_out]
 
-    def summed_product(x: torch.Tensor, wt: torch.Tensor, index: object) -> torch.Tensor:
-        wt.sum()
-        return stored[wt.shape[1]]
+    def summed_product(rows: kernels.RowBlocks, x: torch.Tensor) -> torch.Tensor:
+        rows.table.sum()
+        return stored[rows.n_out]
 
     def held(cache: KVCache, i: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return cache.keys[i], cache.values[i]
 
     return {
         "step": step,
-        "stored_products": with_switch(step, kernels, "bag_rows", stored_product),
-        "summed_products": with_switch(step, kernels, "bag_rows", summed_product),
+        "stored_products": with_switch(step, kernels.RowBlocks, "__call__", stored_product),
+        "summed_products": with_switch(step, kernels.RowBlocks, "__call__", summed_product),
         "sums": lambda: [w.sum() for w in mats],
         "no_attention": with_switch(step, decode, "F", _NoAttention()),
         "no_cache_write": with_switch(step, KVCache, "update", held),

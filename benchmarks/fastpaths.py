@@ -8,7 +8,7 @@ All ratios come from one ``compare()`` call per pair (interleaved rounds, same l
   into reserved buffers, against concatenating the whole cache (``KVCache.preallocate = False``);
 * oneDNN matmuls: a no-grad forward (prefill) and one decode step with ``attnlib.kernels``
   choosing oneDNN for the large float32 matmuls (and, in the step of a model larger than the
-  caches, ``kernels.linear_t`` on transposed weights), against the same with ``F.linear``
+  caches, ``kernels.RowBlocks`` on transposed weights), against the same with ``F.linear``
   everywhere (``kernels.USE_ONEDNN = USE_ROWS = False``: the BLAS PyTorch was built with, MKL in
   the pip wheels);
 * Python overhead per token: one cached decode step three ways, the model's own forward
@@ -97,8 +97,9 @@ def fast_step_fn(gpt: attnlib.GPT, length: int, vocab_size: int, device: str, se
 
 def raw_step_fn(gpt: attnlib.GPT, length: int, vocab_size: int, device: str, seed: int) -> Callable[[], torch.Tensor]:
     """The same decode step as :func:`step_fn`, written as a bare loop of torch functions (with
-    the matmul kernels and weights ``generate``'s loop uses, ``FastDecoder.linear`` on its
-    matrices, so that only the Python differs).
+    the matmul kernels and weights ``generate``'s loop uses: ``FastDecoder.linear`` on its
+    matrices, or for a model larger than the caches the ``kernels.RowBlocks`` of its one-row
+    step, so that only the Python differs).
 
     Pre-norm LayerNorm GPT with learned positions and GELU (the benchmark models); the caches are
     preallocated tensors written in place. Checked equal to ``gpt`` before it is timed."""
@@ -112,14 +113,32 @@ def raw_step_fn(gpt: attnlib.GPT, length: int, vocab_size: int, device: str, see
     vs = [torch.cat([v, v[:, :, :1]], dim=2) for v in cache.values]
     fast = FastDecoder.for_model(gpt)  # the same kernels and weights as generate's loop
     assert fast is not None, "the benchmark models take generate's fast loop"
-    # linear_t on transposed copies (biases as their last rows) for a large model
-    m, head_lin, lin = fast.token_min_macs, fast.linear, fast.layers[0].linear
-    layers = [(l.norm1, f.qkv, f.out[1], f.out[0], l.norm3, f.fc1, f.fc2)
-              for l, f in zip(gpt.layers, fast.layers)]
+    m, lin = fast.token_min_macs, fast.linear
     tok_w, pos_w = gpt.embed.tok_emb.weight, gpt.embed.pos_emb.weight
-    nf, head_w = gpt.norm_f, fast.head
+    nf = gpt.norm_f
     tok, eps, C = ids[:, length:], cfg.layer_norm_eps, cfg.d_model
     approximate = "tanh" if cfg.activation == "gelu_tanh" else "none"
+    if fast.transposed:  # a large model: one row (1, C) through the RowBlocks, as _row_step does
+        layers = [(l.norm1, *f.rows[:3], l.norm3, f.rows[4]) for l, f in zip(gpt.layers, fast.layers)]
+        head = fast.head_rows
+
+        def row_step() -> torch.Tensor:
+            x = tok_w[tok.view(1)] + pos_w[length]  # (1, C)
+            for i, (n1, qkv, o, n3, f1, f2) in enumerate(layers):
+                h = F.layer_norm(x, (C,), n1.weight, n1.bias, eps)
+                q, k, v = qkv(h).view(3, 1, H, 1, D)  # G == H in the benchmark models
+                ks[i][:, :, length:length + 1] = k
+                vs[i][:, :, length:length + 1] = v
+                a = F.scaled_dot_product_attention(q, ks[i], vs[i])  # (1, H, 1, D)
+                x = x + o(a.reshape(1, C))
+                h = F.layer_norm(x, (C,), n3.weight, n3.bias, eps)
+                x = x + f2(F.gelu(f1(h), approximate=approximate))
+            return head(F.layer_norm(x, (C,), nf.weight, nf.bias, eps))
+
+        return row_step
+    # kernels.linear (oneDNN where it pays off) on the module's weights, q/k/v stacked
+    layers = [(l.norm1, f.qkv, f.out[1], f.out[0], l.norm3, f.fc1, f.fc2)
+              for l, f in zip(gpt.layers, fast.layers)]
 
     def step() -> torch.Tensor:
         x = tok_w[tok] + pos_w[length]  # (1, 1, C)
@@ -133,7 +152,7 @@ def raw_step_fn(gpt: attnlib.GPT, length: int, vocab_size: int, device: str, see
             x = x + lin(a.transpose(1, 2).reshape(1, 1, C), o, ob, m)
             h = F.layer_norm(x, (C,), n3.weight, n3.bias, eps)
             x = x + lin(F.gelu(lin(h, *f1, m), approximate=approximate), *f2, m)
-        return head_lin(F.layer_norm(x, (C,), nf.weight, nf.bias, eps), head_w, None, m)[:, -1]
+        return lin(F.layer_norm(x, (C,), nf.weight, nf.bias, eps), fast.head, None, m)[:, -1]
 
     return step
 

@@ -78,21 +78,16 @@ def decode_step(gpt: torch.nn.Module) -> Callable[[torch.Tensor, attnlib.KVCache
 def products_only(gpt: torch.nn.Module, device: str) -> Callable[[], object]:
     """The matrix-vector products of one decode step and nothing else: every weight matrix (q/k/v
     stacked, as decoding uses them, and the LM head) times one token's vector, with the kernels
-    and the calls a one-token step makes (with transposed copies: ``FastDecoder._product``, the
-    bags' indices looked up once per call as the step does). The floor of a decode step with these
+    and the calls a one-token step makes (with transposed copies: the ``kernels.RowBlocks`` of
+    ``FastDecoder._row_step``, each one embedding bag). The floor of a decode step with these
     kernels: weight bytes / its time is the bandwidth the kernels themselves reach."""
     fast = FastDecoder.for_model(gpt)
     if fast is None:
         raise AssertionError("generate would not use the fast decode loop for this model")
-    if fast.transposed:  # W^T (in [+ 1], out): the layers' copies carry a bias row where bias_rows
-        mats = [(w, w.shape[0] - fast.bias_rows, True) for _, w, _ in fast.matrices()]
-        mats.append((fast.head, fast.head.shape[0], False))
-        xs = {n: torch.randn(1, n, device=device) for _, n, _ in mats}
-
-        def products() -> list:
-            index = {n: kernels.row_index(n, torch.device(device)) for n in fast._widths}
-            return [fast._product(xs[n], w, index, row) for w, n, row in mats]
-        return products
+    if fast.transposed:  # the kernels.RowBlocks of the one-row step (biases as their last rows)
+        rows = fast.row_products()
+        xs = {r.n_in: torch.randn(1, r.n_in, device=device) for r in rows}
+        return lambda: [r(xs[r.n_in]) for r in rows]
     calls = [(layer.linear, w, b) for layer, w, b in fast.matrices()] + [(fast.linear, fast.head, None)]
     xs = {w.shape[1]: torch.randn(1, 1, w.shape[1], device=device) for _, w, _ in calls}  # W (out, in)
     m = fast.token_min_macs  # as FastDecoder.step chooses

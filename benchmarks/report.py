@@ -194,10 +194,23 @@ def render_crossover(doc: dict) -> str:
                    for r in runs if "fraction_of_read" in r)
     read_table = "" if not reads else (
         "\nStreamed one-row products, as a fraction of the rate at which a sum reads the same bytes "
-        "(`linear_t`: the transposed weights `FastDecoder` holds for a large model):\n\n"
-        + _md_table(["1×in→out", "threads", "F.linear", "oneDNN", "linear_t"],
-                    [[f"{i}\u2192{o}", n, f["f_linear"], f["onednn"], f["linear_t"]]
+        "(`linear_t`: W^T with its rows split into one bag per thread; `RowBlocks`: W^T in column "
+        "blocks, what `FastDecoder` holds for a large model):\n\n"
+        + _md_table(["1×in→out", "threads", "F.linear", "oneDNN", "linear_t", "RowBlocks"],
+                    [[f"{i}\u2192{o}", n, f["f_linear"], f["onednn"], f["linear_t"], f.get("row_blocks")]
                      for _, i, o, n, f in reads]) + "\n")
+    # RowBlocks at other block widths, on the largest shape (the evidence for BLOCK_COLS)
+    widths = sorted({int(k.rsplit("_", 1)[1]) for *_, f in reads for k in f if k.startswith("row_blocks_")}
+                    | {cx["benchmarks"]["crossover"].get("block_cols", 0)} - {0})
+    sweep = [r for r in runs if any(k.startswith("row_blocks_") for k in r.get("fraction_of_read", {}))]
+    if sweep and widths:
+        bc = cx["benchmarks"]["crossover"]["block_cols"]
+        read_table += (
+            f"\nThe same for `RowBlocks` with blocks of about this many columns (`BLOCK_COLS` = {bc}):\n\n"
+            + _md_table(["1×in→out", "threads"] + [f"{w} cols" for w in widths],
+                        [[f"{r['in']}\u2192{r['out']}", r["threads"]]
+                         + [r["fraction_of_read"]["row_blocks" if w == bc else f"row_blocks_{w}"] for w in widths]
+                         for r in sweep]) + "\n")
     verdict = {True: "met", False: "**missed**", None: "n/a"}
     targets = [[t["name"].split(": ", 1)[-1], t["value"], f"{t['op']} {t['limit']}", verdict[t["met"]]]
                for t in cx["targets"]]

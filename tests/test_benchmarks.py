@@ -110,7 +110,11 @@ def check_document(doc: dict, benchmarks: set[str]) -> None:
         assert {r["where"] for r in cx["runs"]} == {"in cache", "streamed"}
         for run in cx["runs"]:
             streamed = run["where"] == "streamed"  # also the transposed weights and a plain read
-            check_comparison(run["timing"], {"onednn", "f_linear"} | ({"linear_t", "read"} if streamed else set()))
+            # streamed: also the transposed weights (linear_t, RowBlocks, RowBlocks at other block
+            # widths on the largest shape) and a plain read
+            widths = {k for k in run["timing"]["median_s"] if k.startswith("row_blocks_")} if streamed else set()
+            check_comparison(run["timing"], {"onednn", "f_linear"}
+                             | ({"linear_t", "row_blocks", "read"} | widths if streamed else set()))
             assert run["macs"] == run["rows"] * run["in"] * run["out"]
             assert run["onednn_over_f_linear"] == run["timing"]["ratio"]["onednn"]
             if streamed:  # the copies add up to the stated bytes
@@ -118,6 +122,8 @@ def check_document(doc: dict, benchmarks: set[str]) -> None:
                 r = run["timing"]["ratio"]
                 assert run["linear_t_over_best"] == pytest.approx(r["linear_t"] / min(1.0, r["onednn"]))
                 assert run["fraction_of_read"]["linear_t"] == pytest.approx(r["read"] / r["linear_t"])
+                assert run["row_blocks_over_linear_t"] == pytest.approx(r["row_blocks"] / r["linear_t"])
+                assert set(run["fraction_of_read"]) == set(r) - {"read"}
 
 
     if "coldops" in benchmarks:
@@ -154,7 +160,7 @@ def test_coldops_variants_leave_out_what_they_say(monkeypatch) -> None:
 
     with torch.inference_mode():
         fns, products = coldops.variants(gpt, cfg.vocab_size, "cpu", 0)
-        spy(kernels, "bag_rows", "products")
+        spy(kernels.RowBlocks, "__call__", "products")
         spy(torch.nn.functional, "scaled_dot_product_attention", "attention")
         spy(KVCache, "update", "cache_write")
         spy(decode._Norm, "__call__", "norms")
@@ -332,11 +338,17 @@ def test_stored_full_results_and_book_page_agree() -> None:
     from benchmarks.report import render_crossover
 
     runs = cx["benchmarks"]["crossover"]["runs"]
-    lines = [line for line in render_crossover(doc).splitlines() if "\u2192" in line]
-    table = [line for line in lines if line.count("|") == 7]  # product, MACs and four ratios
-    assert len(table) == 1 + len({(r["rows"], r["in"], r["out"]) for r in runs}), lines
-    reads = [line for line in lines if line.count("|") == 6]  # product, threads, three fractions
-    assert len(reads) == 1 + sum("fraction_of_read" in r for r in runs) and len(lines) == len(table) + len(reads)
+    # the tables (blocks of lines starting with "|"), each with its header, rule and one row per case
+    tables = [[line for line in block.splitlines()] for block in render_crossover(doc).split("\n\n")
+              if block.startswith("|")]
+    products, reads, widths, verdicts = tables
+    assert products[0].startswith("| rows×in→out") and len(products) == 2 + len({(r["rows"], r["in"], r["out"])
+                                                                                 for r in runs})
+    streamed = [r for r in runs if "fraction_of_read" in r]
+    assert "RowBlocks" in reads[0] and len(reads) == 2 + len(streamed)
+    swept = [r for r in streamed if any(k.startswith("row_blocks_") for k in r["fraction_of_read"])]
+    assert "cols" in widths[0] and len(widths) == 2 + len(swept) and swept
+    assert len(verdicts) == 2 + len(cx["targets"])
 
 
 @pytest.mark.gpu

@@ -304,7 +304,7 @@ def test_transposed_copies_are_kept_rebuilt_and_dropped(monkeypatch):
     gpt.generate(prompt, 6, temperature=0.0)
     held = gpt.__dict__["_transposed"][1]
     assert len(held) == 2 * 5 + 1  # per layer qkv, out, fc1, gate, fc2; the LM head
-    torch.testing.assert_close(held[-1], gpt.lm_head.weight.t())
+    torch.testing.assert_close(held[-1].dense(), gpt.lm_head.weight.t())
     gpt.generate(prompt, 6, temperature=0.0)
     before = one_token_logits(True)
     assert gpt.__dict__["_transposed"][1] is held  # reused while nothing changed
@@ -378,7 +378,8 @@ def test_linear_t_with_the_bias_as_last_row(threads):
 
 def test_transposed_copies_carry_the_biases_as_a_last_row(monkeypatch):
     """In a model with biases each layer's copy is (in + 1, out): W^T, then the bias (zeros for
-    a map without one); the LM head has none. A model without biases gets plain W^T."""
+    a map without one); the LM head has none. A model without biases gets plain W^T. (The
+    copies are kernels.RowBlocks; dense() gives them back as W^T.)"""
     monkeypatch.setattr(kernels, "CACHE_BYTES", 0)
     if not kernels._HAS_ROWS:
         pytest.skip("no fbgemm embedding-bag kernel in this PyTorch build")
@@ -396,15 +397,15 @@ def test_transposed_copies_carry_the_biases_as_a_last_row(monkeypatch):
         got = fast.step(prompt[:, 3:], cache)
     torch.testing.assert_close(got, want.logits[:, -1], atol=1e-5, rtol=1e-5)
     mats = gpt.__dict__["_transposed"][1]
-    qkv, out = mats[0], mats[1]
+    qkv, out = mats[0].dense(), mats[1].dense()
     assert qkv.shape == (33, 96) and out.shape == (33, 32) and not out[-1].any()
     torch.testing.assert_close(qkv[-1], torch.cat([mha.q_proj.bias, mha.k_proj.bias, mha.v_proj.bias]))
     torch.testing.assert_close(qkv[:-1], torch.cat([mha.q_proj.weight, mha.k_proj.weight, mha.v_proj.weight]).t())
-    assert mats[-1].shape == (32, 97)  # the LM head: bias-free
+    assert mats[-1].dense().shape == (32, 97)  # the LM head: bias-free
     plain = model_for("llama")
     with torch.no_grad():
         FastDecoder.for_model(plain).step(prompt, KVCache())
-    assert plain.__dict__["_transposed"][1][0].shape == (32, 32 + 2 * 2 * 8)
+    assert plain.__dict__["_transposed"][1][0].dense().shape == (32, 32 + 2 * 2 * 8)
 
 
 def test_switching_rows_off_takes_effect_in_a_built_decoder(monkeypatch):
@@ -434,11 +435,12 @@ def test_switching_rows_off_takes_effect_in_a_built_decoder(monkeypatch):
 
 
 @pytest.mark.parametrize("layout", ["gpt2", "llama", "mqa_sinusoidal", "no_positions_untied"])
-def test_one_token_steps_take_the_row_step_and_follow_the_thread_count(layout, monkeypatch):
+def test_one_token_steps_take_the_row_step_whatever_the_thread_count(layout, monkeypatch):
     """With transposed copies a one-token step of one sequence goes through
-    FastDecoder._row_step (one embedding bag per product, no mask, q/k/v as views). Its bags are
-    looked up at each step for the thread count of that step: switching threads between steps
-    changes how the rows are split (1 bag, then 3) and not the logits. The embedding norm of
+    FastDecoder._row_step: one embedding bag per product (its RowBlocks' blocks as the bags), no
+    mask, q/k/v as views. The blocks are laid out for the thread count the copies were built at;
+    switching threads between steps changes neither the bags nor the logits, and a decoder built
+    at another thread count rebuilds the copies with blocks for it. The embedding norm of
     "no_positions_untied" takes Embeddings.forward instead of the token row + position row."""
     monkeypatch.setattr(kernels, "CACHE_BYTES", 0)
     if not kernels._HAS_ROWS:
@@ -452,25 +454,65 @@ def test_one_token_steps_take_the_row_step_and_follow_the_thread_count(layout, m
     old = torch.get_num_threads()
     ours, ref = KVCache(), KVCache()
     try:
+        torch.set_num_threads(2)
         with torch.no_grad():
             fast = FastDecoder.for_model(gpt)
             assert fast.transposed and fast._plain_embed == (layout != "no_positions_untied")
+            blocks = [r.blocks for r in fast.row_products()]
+            assert all(n % 2 == 0 for n in blocks)  # shared out evenly between 2 threads
             fast.step(ids[:, :8], ours)
             gpt(ids[:, :8], cache=ref)
             assert rows == []  # the prompt: the general path
-            for t, threads in zip(range(8, 12), (1, 3, 3, 1)):
+            for t, threads in zip(range(8, 12), (1, 3, 3, 2)):
                 torch.set_num_threads(threads)
                 offsets.clear()
                 got = fast.step(ids[:, t:t + 1], ours)
                 torch.testing.assert_close(got, gpt(ids[:, t:t + 1], cache=ref).logits[:, -1], atol=1e-5, rtol=1e-5)
-                # one bag per thread, at most one per 64 rows: the FFN's second product (128 or 129
-                # rows) is split in 2 on 3 threads; the LM head's 32 rows stay one bag
-                assert offsets[-1] == 1
-                assert max(offsets) == max(max(1, min(threads, n // 64)) for n in fast._widths)
-                assert max(offsets) == (1 if threads == 1 else 2)
+                assert offsets == blocks  # one bag per block, in the step's order
+            torch.set_num_threads(3)
+            held = gpt.__dict__["_transposed"][1]
+            again = FastDecoder.for_model(gpt)
+            assert gpt.__dict__["_transposed"][1] is not held
+            assert all(r.blocks % 3 == 0 for r in again.row_products())
+            cache = KVCache()
+            again.step(ids[:, :8], cache)
+            torch.testing.assert_close(again.step(ids[:, 8:9], cache), gpt(ids[:, :9]).logits[:, -1],
+                                       atol=1e-5, rtol=1e-5)
     finally:
         torch.set_num_threads(old)
-    assert len(rows) == 4 and ours.seq_len == 12
+    assert len(rows) == 5 and ours.seq_len == 12
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("bias", [True, False], ids=["bias_row", "no_bias"])
+@pytest.mark.parametrize("n_in,outs", [(37, (50, 20, 20)), (200, (1000,)), (64, (97,))])
+def test_row_blocks_equal_f_linear(n_in, outs, bias, threads):
+    """kernels.RowBlocks: W (the parts stacked, their biases as one more row) cut into column
+    blocks of about BLOCK_COLS columns, a multiple of the thread count, zero-padded after the
+    last output; one row times it equals F.linear, the buffer reused from call to call."""
+    torch.manual_seed(0)
+    parts = [(torch.randn(n, n_in), torch.randn(n) if bias else None) for n in outs]
+    w = torch.cat([p[0] for p in parts])
+    b = torch.cat([p[1] for p in parts]) if bias else None
+    n_out = w.shape[0]
+    shape = kernels.RowBlocks.shape(n_in, n_out, bias, threads)
+    rb = kernels.RowBlocks(torch.full(shape, float("nan")), n_in, n_out, bias, threads)
+    rb.fill(parts)
+    assert rb.blocks % threads == 0 and rb.blocks * rb.cols >= n_out > (rb.blocks - 1) * rb.cols
+    assert rb.cols <= kernels.BLOCK_COLS or rb.blocks == threads
+    assert rb.table.shape == (rb.blocks * (n_in + bias), rb.cols)
+    assert not rb.table.isnan().any()  # every entry written, the padding with zeros
+    want = torch.cat([w.t(), b[None]]) if bias else w.t()
+    assert torch.equal(rb.dense(), want)
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(1, n_in)
+            torch.testing.assert_close(rb(x), nn.functional.linear(x, w, b), atol=1e-4, rtol=1e-5)
+    assert rb(x).shape == (1, n_out)
+    with pytest.raises(ValueError, match="should be"):
+        kernels.RowBlocks(torch.zeros(shape[0] + 1, shape[1]), n_in, n_out, bias, threads)
+    with pytest.raises(ValueError, match="outputs"):
+        rb.fill(parts[:1] if len(parts) > 1 else [(w[:-1], None)])
 
 
 def test_the_row_step_says_when_a_position_is_past_the_context(monkeypatch):
@@ -562,7 +604,7 @@ def test_transposed_copies_of_a_large_model_share_one_huge_page_block(monkeypatc
         fast.step(prompt[:, :3], cache)
         got = fast.step(prompt[:, 3:], cache)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
-    mats = gpt.__dict__["_transposed"][1]
+    mats = [m.table for m in gpt.__dict__["_transposed"][1]]
     assert sum(m.nbytes for m in mats) > kernels.HUGE_PAGE
     if not (sys.platform.startswith("linux") and kernels._HAS_HUGE_PAGES):
         return
