@@ -57,7 +57,8 @@ def _row_blocks(wts: list[torch.Tensor], threads: int, cols: int) -> list[kernel
 
 
 def _onednn(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    return torch.ops.mkldnn._linear_pointwise(x, w, None, "none", [], "")
+    """oneDNN as ``kernels.linear`` calls it: on the weight's packed copy (made at the first call)."""
+    return torch.ops.mkldnn._linear_pointwise(x, kernels.packed(w), None, "none", [], "")
 
 
 def _cases(mode: str) -> list[tuple[str, int, int, int]]:

@@ -155,6 +155,45 @@ def test_onednn_linear_equals_f_linear(monkeypatch):
     assert set(lin.state_dict()) == {"weight", "bias"}
 
 
+def test_onednn_weights_are_packed_once_and_repacked_after_a_change(monkeypatch):
+    """kernels.linear hands oneDNN its blocked copy of the weight (kernels.packed): made at the
+    first call, reused while the weight is unchanged, remade after an in-place change (an
+    optimizer step, load_state_dict) or a new storage, dropped with the weight; never made for
+    a tensor without a version counter (inference mode) or a non-contiguous one, or with
+    USE_PACKED off. The results equal F.linear's either way."""
+    import gc
+
+    if not kernels._HAS_ONEDNN:
+        pytest.skip("no oneDNN in this PyTorch build")
+    torch.manual_seed(0)
+    made = []
+    reorder = kernels._reorder
+    monkeypatch.setattr(kernels, "_reorder", lambda w: made.append(tuple(w.shape)) or reorder(w))
+    w, b = torch.randn(512, 256), torch.randn(512)
+    x = torch.randn(3, 40, 256)
+    with torch.no_grad():
+        first = kernels.packed(w)
+        assert first.is_mkldnn and kernels.packed(w) is first  # made once, then reused
+        torch.testing.assert_close(kernels.linear(x, w, b), nn.functional.linear(x, w, b), atol=1e-4, rtol=1e-5)
+        w.mul_(2)  # changed in place: the copy is remade, the result follows the new values
+        assert kernels.packed(w) is not first
+        torch.testing.assert_close(kernels.linear(x, w, b), nn.functional.linear(x, w, b), atol=1e-4, rtol=1e-5)
+        assert len(made) == 2 and kernels.packed(w) is kernels.packed(w)
+        wt = w.t()  # not contiguous: used as it is
+        assert kernels.packed(wt) is wt
+        monkeypatch.setattr(kernels, "USE_PACKED", False)
+        assert kernels.packed(w) is w
+        torch.testing.assert_close(kernels.linear(x, w, b), nn.functional.linear(x, w, b), atol=1e-4, rtol=1e-5)
+        monkeypatch.setattr(kernels, "USE_PACKED", True)
+    with torch.inference_mode():
+        inf = torch.randn(512, 256)
+        assert kernels.packed(inf) is inf
+    n = len(kernels._PACKED)
+    del w, wt, first  # (a view keeps its base alive)
+    gc.collect()
+    assert len(kernels._PACKED) < n  # dropped with the weight
+
+
 def test_decode_steps_of_a_large_model_use_the_streamed_bound(monkeypatch):
     """FastDecoder passes MIN_MACS_STREAMED for one-token steps of a model larger than
     CACHE_BYTES, and the default bound for the prompt and for small models (with the transposed
