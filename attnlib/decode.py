@@ -46,7 +46,7 @@ from .attention import causal_mask
 from .cache import KVCache, cache_spec
 from . import kernels
 from .kernels import Linear, linear
-from .layers import DecoderLayer, Embeddings, FeedForward, activate
+from .layers import _GELU, DecoderLayer, Embeddings, FeedForward, activate
 from .mha import MultiHeadAttention
 from .norms import RMSNorm
 from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding
@@ -163,6 +163,9 @@ class _Layer:
 
     def ffn(self, x: Tensor, m: Optional[int]) -> Tensor:
         lin = self.linear
+        approximate = _GELU.get(self.activation)
+        if approximate is not None:  # the GELU inside oneDNN's product where oneDNN runs it
+            return lin(kernels.linear_gelu(x, *self.fc1, approximate, m), *self.fc2, m)
         gate = None if self.gate is None else lin(x, *self.gate, m)
         return lin(activate(self.activation, lin(x, *self.fc1, m), gate), *self.fc2, m)
 

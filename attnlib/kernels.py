@@ -135,6 +135,19 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
     return F.linear(x, weight, bias)
 
 
+def linear_gelu(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, approximate: str = "none",
+                min_macs: Optional[int] = None) -> Tensor:
+    """``F.gelu(F.linear(x, weight, bias), approximate=approximate)``, with the GELU computed
+    inside oneDNN's product where :func:`linear` would use oneDNN (a post-op on each block of the
+    result while it is in cache, instead of one more pass over the whole hidden layer), and the
+    two calls otherwise. ``approximate``: "none" (erf) or "tanh", as in ``F.gelu``."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+    if _onednn_ok(x, weight, bias, min_macs):
+        return torch.ops.mkldnn._linear_pointwise(x, packed(weight), bias, "gelu", [], approximate)
+    return F.gelu(F.linear(x, weight, bias), approximate=approximate)
+
+
 def packed(weight: Tensor) -> Tensor:
     """``weight`` (out, in) in the blocked layout oneDNN's kernel computes with, made once and
     kept while the weight lives, keeps its storage and is not changed in place (its version

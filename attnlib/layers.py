@@ -34,6 +34,7 @@ from torch import Tensor, nn
 
 from .attention import MultiHeadAttention
 from .config import ACTIVATIONS, TransformerConfig
+from . import kernels
 from .kernels import Linear
 from .norms import make_norm
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
@@ -65,8 +66,24 @@ class FeedForward(nn.Module):
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        h = activate(self.activation, self.fc1(x), self.gate(x) if self.gate is not None else None)
+        approximate = _GELU.get(self.activation)
+        if approximate is not None and _plain_call(self.fc1):  # one fused call where oneDNN runs it
+            h = kernels.linear_gelu(x, self.fc1.weight, self.fc1.bias, approximate)
+        else:
+            h = activate(self.activation, self.fc1(x), self.gate(x) if self.gate is not None else None)
         return self.drop(self.fc2(h))  # (..., C)
+
+
+# F.gelu's ``approximate`` per GELU activation (kernels.linear_gelu)
+_GELU = {"gelu": "none", "gelu_tanh": "tanh"}
+
+
+def _plain_call(m: nn.Module) -> bool:
+    """Would calling the module ``m`` only run ``kernels.Linear.forward`` (no hook anywhere that
+    expects to see the call, no forward replaced on the instance, nothing swapped in)?"""
+    g = nn.modules.module
+    return (type(m) is Linear and not (m._forward_hooks or m._forward_pre_hooks or "forward" in m.__dict__)
+            and not (g._global_forward_hooks or g._global_forward_pre_hooks))
 
 
 def activate(activation: str, h: Tensor, gate: Optional[Tensor] = None) -> Tensor:

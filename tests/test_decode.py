@@ -655,3 +655,39 @@ def test_transposed_copies_of_a_large_model_share_one_huge_page_block(monkeypatc
     if "[never]" not in setting:  # the 2 MiB pages were granted (the LM head alone is 2 MB)
         mapping = _mapping_of(mats[-1].data_ptr())
         assert int(mapping["AnonHugePages"].split()[0]) >= 2048, mapping
+
+
+@pytest.mark.parametrize("activation", ["gelu", "gelu_tanh"])
+def test_gelu_inside_the_product_equals_the_two_steps(activation):
+    """kernels.linear_gelu and FeedForward's no-grad forward compute the GELU inside oneDNN's
+    product (where it runs it): equal to F.gelu(F.linear(...)) with the same approximation, not
+    the other one; under autograd, or with a hook on fc1 (which must see its call), the FFN
+    takes the two steps and the hook fires."""
+    from attnlib.layers import FeedForward
+
+    torch.manual_seed(0)
+    approximate = {"gelu": "none", "gelu_tanh": "tanh"}[activation]
+    other = {"none": "tanh", "tanh": "none"}[approximate]
+    w, b = torch.randn(1536, 384) * 0.05, torch.randn(1536) * 0.1
+    x = torch.randn(2, 100, 384)
+    with torch.no_grad():
+        for bias in (b, None):
+            got = kernels.linear_gelu(x, w, bias, approximate)
+            want = nn.functional.gelu(nn.functional.linear(x, w, bias), approximate=approximate)
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+            wrong = nn.functional.gelu(nn.functional.linear(x, w, bias), approximate=other)
+            assert (got - wrong).abs().max() > 1e-4  # the approximation asked for, not the other
+    with pytest.raises(ValueError, match="approximate"):
+        kernels.linear_gelu(x, w, b, "fast")
+    ffn = FeedForward(384, 1536, activation=activation).eval()
+    want = ffn.fc2(nn.functional.gelu(ffn.fc1(x), approximate=approximate))
+    with torch.no_grad():
+        torch.testing.assert_close(ffn(x), want, atol=1e-5, rtol=1e-5)
+    xg = x.clone().requires_grad_()
+    ffn(xg).sum().backward()  # autograd: F.linear and F.gelu, gradients reach the weights
+    assert xg.grad is not None and ffn.fc1.weight.grad is not None
+    seen = []
+    ffn.fc1.register_forward_hook(lambda m, i, o: seen.append(o.shape))
+    with torch.no_grad():
+        torch.testing.assert_close(ffn(x), want, atol=1e-5, rtol=1e-5)
+    assert seen == [(2, 100, 1536)]
