@@ -21,6 +21,12 @@ reads every weight from memory, and there oneDNN's matrix-vector product was fas
 2^17 (``MIN_MACS_STREAMED``): :class:`attnlib.decode.FastDecoder` passes that bound for such
 models (see ``CACHE_BYTES``).
 
+These bounds are the AMD machines'. On an Intel Xeon (AVX-512) MKL's small and matrix-vector
+products are fast: there oneDNN was slower than ``F.linear`` up to about 2^22 multiply-adds in
+cache and on every streamed one-row product, and level only for large products
+(``python -m benchmarks --full --only crossover``). Bounds per CPU family are not built yet;
+there the fast-paths benchmark compares whole forwards with oneDNN on and off.
+
 ``USE_ONEDNN`` switches the oneDNN path off for the whole process (the benchmarks compare both).
 
 oneDNN computes with the weight in a blocked layout of its own; handed a plain (out, in) weight,
