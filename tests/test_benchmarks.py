@@ -339,8 +339,8 @@ def test_stored_full_results_and_book_page_agree() -> None:
 
     runs = cx["benchmarks"]["crossover"]["runs"]
     # the tables (blocks of lines starting with "|"), each with its header, rule and one row per case
-    tables = [[line for line in block.splitlines()] for block in render_crossover(doc).split("\n\n")
-              if block.startswith("|")]
+    tables = [block.strip().splitlines() for block in render_crossover(doc).split("\n\n")
+              if block.strip().startswith("|")]
     products, reads, widths, verdicts = tables
     assert products[0].startswith("| rows×in→out") and len(products) == 2 + len({(r["rows"], r["in"], r["out"])
                                                                                  for r in runs})
