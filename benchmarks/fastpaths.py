@@ -11,6 +11,9 @@ All ratios come from one ``compare()`` call per pair (interleaved rounds, same l
   caches, ``kernels.RowBlocks`` on transposed weights), against the same with ``F.linear``
   everywhere (``kernels.USE_ONEDNN = USE_ROWS = False``: the BLAS PyTorch was built with, MKL in
   the pip wheels);
+* large results in huge pages: the LM head's product over ``BIG_ROWS`` tokens (logits of
+  ``kernels.BIG_OUTPUT`` bytes or more, GPT-2 small only) by ``kernels.linear``, which writes it
+  into ``kernels.huge_page_empty``, against ``F.linear`` (a fresh 4 KiB-page mapping per call);
 * Python overhead per token: one cached decode step three ways, the model's own forward
   (``gpt(tok, cache=cache)``: checks, cache binding, undo on error), the decode loop of
   ``generate`` (``attnlib.decode.FastDecoder``) and a raw loop with the same weights and the same
@@ -34,6 +37,7 @@ from attnlib.decode import FastDecoder
 from .harness import Settings, Target, compare, fmt_table
 from .models import build_pair
 
+BIG_ROWS = 1024
 RUNS = {"smoke": [("smoke", 8, 8)], "quick": [("tiny", 256, 512)], "full": [("tiny", 128, 128), ("gpt2-small", 128, 128)]}
 
 
@@ -190,6 +194,13 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print, compi
                                                            kernels, "USE_ONEDNN", False)},
                              settings, baseline="f_linear")
             onednn_step = onednn["ratio"]["onednn_step"] / onednn["ratio"]["f_linear_step"]
+            head = gpt.lm_head.weight
+            h = torch.randn(BIG_ROWS, cfg.d_model, generator=g).to(settings.device, head.dtype)
+            big = None
+            if kernels._big_output_ok(h, head, None):
+                torch.testing.assert_close(kernels.linear(h, head), F.linear(h, head), **tol)
+                big = compare({"huge_pages": lambda: kernels.linear(h, head), "f_linear": lambda: F.linear(h, head)},
+                              settings, baseline="f_linear")
         row = {
             "shape": shape, "T": T, "cache_len": length,
             "fused_qkv": fused, "fused_over_unfused": fused["ratio"]["fused"],
@@ -201,6 +212,7 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print, compi
                                                  - overhead["median_s"]["raw_sdpa_loop"]),
             "onednn": onednn, "onednn_over_f_linear": onednn["ratio"]["onednn"],
             "onednn_step_over_f_linear_step": onednn_step,
+            "big_result": big, "big_result_over_f_linear": big["ratio"]["huge_pages"] if big else None,
             "compile": None,
         }
         if compile_variant:
@@ -214,7 +226,8 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print, compi
             f"step {row['preallocated_over_concat']:.3f}x (cache {length}), attnlib/raw step "
             f"{row['attnlib_over_raw_step']:.2f}x = {row['overhead_us_per_token']:.0f} us/token of Python, generate's "
             f"loop/raw {row['generate_loop_over_raw_step']:.2f}x, oneDNN/F.linear forward "
-            f"{row['onednn_over_f_linear']:.2f}x, step {row['onednn_step_over_f_linear_step']:.2f}x")
+            f"{row['onednn_over_f_linear']:.2f}x, step {row['onednn_step_over_f_linear_step']:.2f}x"
+            + (f", large result in huge pages/F.linear {row['big_result_over_f_linear']:.2f}x" if big else ""))
         del gpt
     targets = []
     for r in rows:
@@ -226,6 +239,10 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print, compi
             targets.append(Target(f"fast paths {r['shape']}: oneDNN / F.linear (forward T={r['T']})",
                                   r["onednn_over_f_linear"], "<=", 1.0,
                                   "attnlib.kernels picks oneDNN only where it is faster"))
+        if r.get("big_result_over_f_linear") is not None:
+            targets.append(Target(f"fast paths {r['shape']}: LM head over {BIG_ROWS} tokens, huge pages / F.linear",
+                                  r["big_result_over_f_linear"], "<=", 1.0,
+                                  "a large result costs page faults at every call"))
     return {"runs": rows, "targets": [t.to_dict() for t in targets]}
 
 
@@ -233,8 +250,9 @@ def table(result: dict) -> str:
     """Ratios as plain text."""
     rows = [[r["shape"], r["T"], r["cache_len"], r["fused_over_unfused"], r["preallocated_over_concat"],
              r.get("onednn_over_f_linear"), r.get("onednn_step_over_f_linear_step"),
+             r.get("big_result_over_f_linear") or "-",
              r["attnlib_over_raw_step"], r.get("generate_loop_over_raw_step"), r.get("generate_loop_us_per_token"),
              r["compile"]["ratio"]["compiled"] if r.get("compile") else "not run"] for r in result["runs"]]
     return fmt_table(["shape", "T", "cache", "fused/3 linears", "prealloc/concat", "oneDNN/F.linear",
-                      "oneDNN/F.linear step", "forward step/raw", "generate step/raw", "generate us/token over raw",
+                      "oneDNN/F.linear step", "large result huge pages/F.linear", "forward step/raw", "generate step/raw", "generate us/token over raw",
                       "compiled/eager"], rows)

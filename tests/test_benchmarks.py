@@ -105,6 +105,9 @@ def check_document(doc: dict, benchmarks: set[str]) -> None:
             assert run["fused_over_unfused"] == run["fused_qkv"]["ratio"]["fused"]
             assert run["preallocated_over_concat"] == run["preallocated_cache"]["ratio"]["preallocated"]
             assert run["attnlib_over_raw_step"] == run["overhead"]["ratio"]["attnlib"]
+            if run.get("big_result") is not None:
+                check_comparison(run["big_result"], {"huge_pages", "f_linear"})
+                assert run["big_result_over_f_linear"] == run["big_result"]["ratio"]["huge_pages"]
     if "crossover" in benchmarks:
         cx = doc["benchmarks"]["crossover"]
         assert {r["where"] for r in cx["runs"]} == {"in cache", "streamed"}
@@ -176,6 +179,26 @@ def test_coldops_variants_leave_out_what_they_say(monkeypatch) -> None:
             left_out = {"stored_products": "products", "summed_products": "products"}.get(name, name[3:])
             expect = {k: v for k, v in everything.items() if name == "step" or k != left_out}
             assert counts == expect, name
+
+
+def test_fastpaths_times_a_large_result_where_there_is_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The LM-head comparison runs where the logits reach kernels.BIG_OUTPUT (GPT-2 small in
+    --full; here the smoke model, with the bound lowered), lands in the run and the tables."""
+    from attnlib import kernels
+    from benchmarks import fastpaths
+    from benchmarks.report import render_fastpaths
+
+    if not kernels._HAS_HUGE_PAGES:
+        pytest.skip("no MADV_HUGEPAGE on this platform")
+    monkeypatch.setattr(kernels, "BIG_OUTPUT", 1 << 16)
+    result = fastpaths.run(settings_for("smoke", "cpu", 1), log=lambda *a: None)
+    (run,) = result["runs"]
+    check_comparison(run["big_result"], {"huge_pages", "f_linear"})
+    assert run["big_result_over_f_linear"] == run["big_result"]["ratio"]["huge_pages"]
+    assert any("huge pages / F.linear" in t["name"] for t in result["targets"])
+    assert "large result huge pages/F.linear" in fastpaths.table(result)
+    page = render_fastpaths({"benchmarks": {"fastpaths": result}})
+    assert "LM head, huge pages / F.linear" in page and f"{run['big_result_over_f_linear']:.3g}"[:4] in page
 
 
 def test_crossover_smoke(tmp_path: Path) -> None:

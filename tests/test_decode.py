@@ -621,6 +621,52 @@ def test_huge_page_empty_lays_tensors_out_in_one_block(monkeypatch):
     assert _mapping_of(where) is None  # unmapped with the last tensor
 
 
+def test_a_large_result_is_written_into_huge_pages_and_equals_f_linear(monkeypatch):
+    """kernels.linear writes a result of BIG_OUTPUT bytes or more (a GPT's logits over a long
+    prompt) into kernels.huge_page_empty: equal to F.linear, with and without a bias, for 2-D and
+    3-D and non-contiguous inputs, and an ordinary tensor afterwards (writable, savable, kept
+    alive by its views). Not under autograd, off CPU float32, or switched off."""
+    import io
+    import sys
+
+    monkeypatch.setattr(kernels, "BIG_OUTPUT", 2 << 20)  # 2 MiB: a small test, the same path
+    torch.manual_seed(0)
+    w, b = torch.randn(1024, 64), torch.randn(1024)
+    xs = (torch.randn(600, 64), torch.randn(2, 300, 64), torch.randn(2, 64, 300).transpose(1, 2))
+    with torch.no_grad():
+        for x in xs:
+            assert kernels._big_output_ok(x, w, b) == kernels._HAS_HUGE_PAGES
+            for bias in (b, None):
+                torch.testing.assert_close(kernels.linear(x, w, bias), nn.functional.linear(x, w, bias),
+                                           atol=1e-4, rtol=1e-5)
+        y = kernels.linear(xs[1], w, b)
+        if sys.platform.startswith("linux") and kernels._HAS_HUGE_PAGES:
+            assert y.data_ptr() % kernels.HUGE_PAGE == 0  # the mapping, not torch's allocator
+            mapping = _mapping_of(y.data_ptr())
+            assert mapping is not None and "hg" in mapping["VmFlags"].split()
+        last = y[:, -1]  # a view keeps the mapping alive
+        want = last.clone()
+        del y
+        torch.testing.assert_close(last, want)
+        last.add_(1)  # writable
+        buf = io.BytesIO()
+        torch.save(last, buf)
+        buf.seek(0)
+        torch.testing.assert_close(torch.load(buf), want + 1)
+        assert not kernels._big_output_ok(torch.randn(3, 64), w, b)  # 12 KiB: the allocator's
+        assert not kernels._big_output_ok(torch.randn(600, 64).double(), w.double(), None)
+        assert not kernels._big_output_ok(torch.randn(600, 63), w, b)  # F.linear says what is wrong
+        with pytest.raises(RuntimeError):
+            kernels.linear(torch.randn(600, 63), w, b)
+    x = torch.randn(600, 64, requires_grad=True)
+    assert not kernels._big_output_ok(x, w, b)  # autograd: F.linear
+    kernels.linear(x, w, b).sum().backward()
+    assert x.grad is not None
+    monkeypatch.setattr(kernels, "USE_HUGE_PAGES", False)
+    with torch.no_grad():
+        assert not kernels._big_output_ok(xs[0], w, b)
+
+
 def test_transposed_copies_of_a_large_model_share_one_huge_page_block(monkeypatch):
     """A model whose copies pass one huge page gets them in one block (kernels.huge_page_empty);
     its one-token steps still equal the model's own forward. Where this machine's Linux grants
