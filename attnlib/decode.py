@@ -104,7 +104,8 @@ def _has_biases(model: Any) -> bool:
 def _transposed_weights(model: Any) -> list[kernels.RowBlocks]:
     """W^T of every matrix a one-token step multiplies by, as :class:`kernels.RowBlocks` (column
     blocks for the embedding bag), in the order of the step: per layer q/k/v stacked as one
-    (C -> C + 2 G D), out, fc1, the gate (SwiGLU), fc2; then the LM head (C -> vocab). In a model
+    (C -> C + 2 G D), out, fc1 (with a gate, SwiGLU's, stacked under it as one, C -> 2 F: both
+    read the same input), fc2; then the LM head (C -> vocab). In a model
     with biases each layer's matrix carries its bias as one more row (zeros where a map has none),
     which streams in with the weight. All of them lie in one block of memory that Linux may back
     with 2 MiB pages (``kernels.huge_page_empty``). Built once and kept on the model
@@ -123,7 +124,9 @@ def _transposed_weights(model: Any) -> list[kernels.RowBlocks]:
         for layer in model.layers:
             mha, ffn = layer.self_attn, layer.ffn
             groups.append([(m.weight, m.bias) for m in (mha.q_proj, mha.k_proj, mha.v_proj)])
-            groups += [[(m.weight, m.bias)] for m in (mha.out_proj, ffn.fc1, ffn.gate, ffn.fc2) if m is not None]
+            groups.append([(mha.out_proj.weight, mha.out_proj.bias)])
+            groups.append([(m.weight, m.bias) for m in (ffn.fc1, ffn.gate) if m is not None])
+            groups.append([(ffn.fc2.weight, ffn.fc2.bias)])
         groups.append([(model.lm_head.weight, None)])  # (vocab, C), bias-free
         dims = [(g[0][0].shape[1], sum(w.shape[0] for w, _ in g), rows and i < len(groups) - 1)
                 for i, g in enumerate(groups)]  # (in, out, bias row)
@@ -141,8 +144,9 @@ def _transposed_weights(model: Any) -> list[kernels.RowBlocks]:
 class _Layer:
     """One GPT block's weights for the decode loop: the module's own (with the q/k/v stack
     ``fused_qkv`` keeps), multiplied by ``kernels.linear``, and for a model whose one-token
-    steps take the embedding bag, ``rows``: its :class:`kernels.RowBlocks` (q/k/v, out, fc1,
-    the gate or None, fc2), from an iterator over :func:`_transposed_weights`."""
+    steps take the embedding bag, ``rows``: its :class:`kernels.RowBlocks` (q/k/v, out, fc1 with
+    the gate stacked under it where there is one, fc2), from an iterator over
+    :func:`_transposed_weights`."""
 
     def __init__(self, layer: DecoderLayer, transposed: Optional[Any] = None) -> None:
         mha, ffn = layer.self_attn, layer.ffn
@@ -157,9 +161,7 @@ class _Layer:
         self.gate = None if ffn.gate is None else (ffn.gate.weight, ffn.gate.bias)
         self.rows = None
         if transposed is not None:
-            qkv, out, fc1 = next(transposed), next(transposed), next(transposed)
-            gate = None if ffn.gate is None else next(transposed)
-            self.rows = (qkv, out, fc1, gate, next(transposed))
+            self.rows = (next(transposed), next(transposed), next(transposed), next(transposed))
 
     def ffn(self, x: Tensor, m: Optional[int]) -> Tensor:
         lin = self.linear
@@ -293,7 +295,7 @@ class FastDecoder:
         C = x.shape[-1]
         for i, layer in enumerate(self.layers):
             H, G, D = layer.heads, layer.kv_heads, layer.head_dim
-            qkv, out, fc1, gate, fc2 = layer.rows
+            qkv, out, fc1, fc2 = layer.rows  # fc1: with the gate stacked under it, if any
             h = layer.norm1(x) if layer.norm_first else x
             y = qkv(h)  # (1, C + 2 G D): one token's q, k, v
             if G == H:  # (1, H, 1, D) each: for one token, views of y
@@ -308,7 +310,12 @@ class FastDecoder:
             a = out(a.reshape(1, C))  # (1, C)
             x = x + a if layer.norm_first else layer.norm1(x + a)
             h = layer.norm3(x) if layer.norm_first else x
-            f = fc2(activate(layer.activation, fc1(h), None if gate is None else gate(h)))
+            u = fc1(h)  # (1, F), or (1, 2 F): fc1's outputs, then the gate's
+            if layer.gate is None:
+                f = fc2(activate(layer.activation, u, None))
+            else:
+                F2 = u.shape[-1] // 2
+                f = fc2(activate(layer.activation, u[:, :F2], u[:, F2:]))
             x = x + f if layer.norm_first else layer.norm3(x + f)
         if self.norm_f is not None:
             x = self.norm_f(x)

@@ -123,7 +123,7 @@ def raw_step_fn(gpt: attnlib.GPT, length: int, vocab_size: int, device: str, see
     tok, eps, C = ids[:, length:], cfg.layer_norm_eps, cfg.d_model
     approximate = "tanh" if cfg.activation == "gelu_tanh" else "none"
     if fast.transposed:  # a large model: one row (1, C) through the RowBlocks, as _row_step does
-        layers = [(l.norm1, f.rows[0], f.rows[1], l.norm3, f.rows[2], f.rows[4])
+        layers = [(l.norm1, f.rows[0], f.rows[1], l.norm3, f.rows[2], f.rows[3])
                   for l, f in zip(gpt.layers, fast.layers)]  # qkv, out, fc1, fc2 (no gate in GPT-2)
         head = fast.head_rows
 

@@ -342,7 +342,7 @@ def test_transposed_copies_are_kept_rebuilt_and_dropped(monkeypatch):
 
     gpt.generate(prompt, 6, temperature=0.0)
     held = gpt.__dict__["_transposed"][1]
-    assert len(held) == 2 * 5 + 1  # per layer qkv, out, fc1, gate, fc2; the LM head
+    assert len(held) == 2 * 4 + 1  # per layer qkv, out, fc1 with the gate, fc2; the LM head
     torch.testing.assert_close(held[-1].dense(), gpt.lm_head.weight.t())
     gpt.generate(prompt, 6, temperature=0.0)
     before = one_token_logits(True)
