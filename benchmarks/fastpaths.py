@@ -254,5 +254,5 @@ def table(result: dict) -> str:
              r["attnlib_over_raw_step"], r.get("generate_loop_over_raw_step"), r.get("generate_loop_us_per_token"),
              r["compile"]["ratio"]["compiled"] if r.get("compile") else "not run"] for r in result["runs"]]
     return fmt_table(["shape", "T", "cache", "fused/3 linears", "prealloc/concat", "oneDNN/F.linear",
-                      "oneDNN/F.linear step", "large result huge pages/F.linear", "forward step/raw", "generate step/raw", "generate us/token over raw",
-                      "compiled/eager"], rows)
+                      "oneDNN/F.linear step", "large result huge pages/F.linear", "forward step/raw",
+                      "generate step/raw", "generate us/token over raw", "compiled/eager"], rows)
