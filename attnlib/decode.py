@@ -52,6 +52,8 @@ from .norms import RMSNorm
 from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding
 
 _NORMS = (nn.LayerNorm, RMSNorm)
+# one-token steps of a model within the caches through contiguous W^T copies (_RowProduct)
+USE_PLAIN_ROWS: bool = True
 _POS = (type(None), LearnedPositionalEmbedding, SinusoidalPositionalEncoding)
 
 
@@ -101,44 +103,96 @@ def _has_biases(model: Any) -> bool:
                          layer.self_attn.out_proj, layer.ffn.fc1, layer.ffn.gate, layer.ffn.fc2))
 
 
-def _transposed_weights(model: Any) -> list[kernels.RowBlocks]:
-    """W^T of every matrix a one-token step multiplies by, as :class:`kernels.RowBlocks` (column
-    blocks for the embedding bag), in the order of the step: per layer q/k/v stacked as one
-    (C -> C + 2 G D), out, fc1 (with a gate, SwiGLU's, stacked under it as one, C -> 2 F: both
-    read the same input), fc2; then the LM head (C -> vocab). In a model
-    with biases each layer's matrix carries its bias as one more row (zeros where a map has none),
-    which streams in with the weight. All of them lie in one block of memory that Linux may back
-    with 2 MiB pages (``kernels.huge_page_empty``). Built once and kept on the model
-    (``model.__dict__``, not a parameter nor in the state dict) while every parameter keeps its
-    version counter and storage (as ``MultiHeadAttention.fused_qkv`` does) and the thread count
-    (the blocks are shared out among the threads) stays the same; ``GPT.train()`` drops them."""
+def _step_groups(model: Any) -> list[list[tuple[Tensor, Optional[Tensor]]]]:
+    """Per matrix of a one-token step, in its order, the maps it stacks as (weight (out, in),
+    bias or None): per layer q/k/v, out, fc1 with the gate (if any) under it, fc2; then the LM
+    head."""
+    groups = []
+    for layer in model.layers:
+        mha, ffn = layer.self_attn, layer.ffn
+        groups.append([(m.weight, m.bias) for m in (mha.q_proj, mha.k_proj, mha.v_proj)])
+        groups.append([(mha.out_proj.weight, mha.out_proj.bias)])
+        groups.append([(m.weight, m.bias) for m in (ffn.fc1, ffn.gate) if m is not None])
+        groups.append([(ffn.fc2.weight, ffn.fc2.bias)])
+    groups.append([(model.lm_head.weight, None)])  # (vocab, C), bias-free
+    return groups
+
+
+def _held_copies(model: Any, kind: str, build: Any) -> list:
+    """The copies ``build(model)`` makes, kept on the model (``model.__dict__["_transposed"]``,
+    not a parameter nor in the state dict) while every parameter keeps its version counter and
+    storage (as ``MultiHeadAttention.fused_qkv`` does), the thread count stays the same and
+    ``kind`` is the same; ``GPT.train()`` drops them."""
     params = kernels.params_key(list(model.parameters()))  # None: made under inference_mode
-    threads = torch.get_num_threads()
-    key = None if params is None else (params, threads)
+    key = None if params is None else (kind, params, torch.get_num_threads())
     held = model.__dict__.get("_transposed")
     if held is None or key is None or held[0] != key:
         model.__dict__["_transposed"] = None  # free the stale copies before building new ones
-        rows = _has_biases(model)
-        # per matrix the maps it stacks, (weight (out, in), bias or None) each, in step order
-        groups = []
-        for layer in model.layers:
-            mha, ffn = layer.self_attn, layer.ffn
-            groups.append([(m.weight, m.bias) for m in (mha.q_proj, mha.k_proj, mha.v_proj)])
-            groups.append([(mha.out_proj.weight, mha.out_proj.bias)])
-            groups.append([(m.weight, m.bias) for m in (ffn.fc1, ffn.gate) if m is not None])
-            groups.append([(ffn.fc2.weight, ffn.fc2.bias)])
-        groups.append([(model.lm_head.weight, None)])  # (vocab, C), bias-free
-        dims = [(g[0][0].shape[1], sum(w.shape[0] for w, _ in g), rows and i < len(groups) - 1)
-                for i, g in enumerate(groups)]  # (in, out, bias row)
-        # one block of memory that Linux may back with 2 MiB pages: read faster at every step
-        tables = kernels.huge_page_empty([kernels.RowBlocks.shape(*d, threads) for d in dims],
-                                         model.lm_head.weight.dtype)
-        mats = [kernels.RowBlocks(t, *d, threads) for t, d in zip(tables, dims)]
         with torch.no_grad():
-            for m, g in zip(mats, groups):
-                m.fill(g)
-        held = model.__dict__["_transposed"] = (key, mats)
+            held = model.__dict__["_transposed"] = (key, build(model))
     return held[1]
+
+
+def _transposed_weights(model: Any) -> list[kernels.RowBlocks]:
+    """W^T of every matrix a one-token step multiplies by (:func:`_step_groups`), as
+    :class:`kernels.RowBlocks` (column blocks for the embedding bag): per layer q/k/v stacked
+    as one (C -> C + 2 G D), out, fc1 (with a gate, SwiGLU's, stacked under it as one, C -> 2 F:
+    both read the same input), fc2; then the LM head (C -> vocab). In a model
+    with biases each layer's matrix carries its bias as one more row (zeros where a map has none),
+    which streams in with the weight. All of them lie in one block of memory that Linux may back
+    with 2 MiB pages (``kernels.huge_page_empty``). Kept as :func:`_held_copies` says (the
+    blocks are shared out among the threads)."""
+    return _held_copies(model, "bags", _build_row_blocks)
+
+
+def _build_row_blocks(model: Any) -> list[kernels.RowBlocks]:
+    rows = _has_biases(model)
+    groups = _step_groups(model)
+    threads = torch.get_num_threads()
+    dims = [(g[0][0].shape[1], sum(w.shape[0] for w, _ in g), rows and i < len(groups) - 1)
+            for i, g in enumerate(groups)]  # (in, out, bias row)
+    # one block of memory that Linux may back with 2 MiB pages: read faster at every step
+    tables = kernels.huge_page_empty([kernels.RowBlocks.shape(*d, threads) for d in dims],
+                                     model.lm_head.weight.dtype)
+    mats = [kernels.RowBlocks(t, *d, threads) for t, d in zip(tables, dims)]
+    for m, g in zip(mats, groups):
+        m.fill(g)
+    return mats
+
+
+def _plain_rows_ok(x: Tensor) -> bool:
+    """May a one-token step send the row x through :class:`_RowProduct` (float32 on the CPU, as
+    the copies; ``USE_PLAIN_ROWS`` read at each call; not under autocast, nor while torch.compile
+    traces)?"""
+    return (USE_PLAIN_ROWS and x.dtype == torch.float32 and x.device.type == "cpu"
+            and not torch.compiler.is_compiling() and not torch.is_autocast_enabled("cpu"))
+
+
+class _RowProduct:
+    """One row x (1, in) times a weight held transposed and contiguous, W^T (in, out), plus the
+    bias: one ``addmm`` (``mm`` without a bias). For one row MKL's product reads W^T's rows in
+    order; with the module's W (out, in) it takes its transposed-operand path, ~1.5 us slower
+    per call on the book's machines, and ``F.linear`` adds ~0.5 us of its own."""
+
+    __slots__ = ("wt", "bias")
+
+    def __init__(self, group: list[tuple[Tensor, Optional[Tensor]]]) -> None:
+        self.wt = torch.cat([w for w, _ in group]).t().contiguous()  # (in, out)
+        self.bias = None
+        if any(b is not None for _, b in group):  # zeros where a stacked map has none
+            self.bias = torch.cat([w.new_zeros(w.shape[0]) if b is None else b for w, b in group])
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if self.bias is None:
+            return torch.mm(x, self.wt)
+        return torch.addmm(self.bias, x, self.wt)
+
+
+def _transposed_plain(model: Any) -> list[_RowProduct]:
+    """The matrices of :func:`_step_groups` as :class:`_RowProduct`: contiguous W^T with the
+    stacked bias, for the one-token steps of a model that fits in the caches. Kept as
+    :func:`_held_copies` says."""
+    return _held_copies(model, "mm", lambda m: [_RowProduct(g) for g in _step_groups(m)])
 
 
 class _Layer:
@@ -191,14 +245,19 @@ class FastDecoder:
         # (see attnlib.kernels)
         self.streamed = sum(p.numel() * p.element_size() for p in model.parameters()) > kernels.CACHE_BYTES
         self.transposed = self.streamed and all(kernels.rows_available(p) for p in model.parameters())
-        mats = iter(_transposed_weights(model)) if self.transposed else None
+        # a model within the caches: one-token steps multiply by contiguous W^T copies, one
+        # addmm each (_RowProduct), through the same lean step as the embedding bags
+        self.plain_rows = (not self.streamed and USE_PLAIN_ROWS
+                           and all(p.dtype == torch.float32 and p.device.type == "cpu" for p in model.parameters()))
+        mats = (iter(_transposed_weights(model)) if self.transposed
+                else iter(_transposed_plain(model)) if self.plain_rows else None)
         # the layers' copies carry their biases as a last row (GPT-2; not Llama, which has none)
         self.bias_rows = self.transposed and _has_biases(model)
         self.layers = [_Layer(layer, mats) for layer in model.layers]
         self.norm_f = None if model.norm_f is None else _Norm(model.norm_f)
         self.head = model.lm_head.weight  # (vocab, C), bias-free
         # one-token steps (see _row_step): the LM head's RowBlocks
-        self.head_rows = next(mats) if self.transposed else None
+        self.head_rows = next(mats) if mats is not None else None
         self.linear = linear
         self.spec = cache_spec(model)
         embed = model.embed  # Embeddings.forward is token row + position row (see _embed_one)
@@ -329,10 +388,10 @@ class FastDecoder:
         past = cache.seq_len
         B, T = ids.shape
         x = None
-        if self.transposed and B * T == 1:  # one token: one row through the embedding bags
+        if self.head_rows is not None and B * T == 1:  # one token: one row through the copies
             x = self._embed_one(ids, past)  # (1, C)
-            # every product takes the embedding bag: checked once here rather than in each
-            if kernels.rows_call_ok(x):
+            # every product takes the embedding bag (or addmm): checked once here, not in each
+            if kernels.rows_call_ok(x) if self.transposed else _plain_rows_ok(x):
                 return self._row_step(x, cache, past)
             x = x.view(1, 1, -1)
         positions = torch.arange(past, past + T, device=ids.device)

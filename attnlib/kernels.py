@@ -81,12 +81,14 @@ from __future__ import annotations
 import math
 import mmap
 import platform
+import threading
 from typing import Optional, Sequence
 
 import torch
 import torch.nn.functional as F
 import torch.utils.weak
 from torch import Tensor, nn
+from torch.multiprocessing.reductions import StorageWeakRef as _StorageRef
 
 # x86-64 builds of PyTorch ship oneDNN with this entry point; elsewhere F.linear is used.
 _HAS_ONEDNN = (platform.machine().lower() in ("x86_64", "amd64")
@@ -117,6 +119,11 @@ HUGE_PAGE: int = 2 << 20
 # a result this large (bytes) is a fresh mapping from the C library at every call (glibc's largest
 # mmap threshold): linear writes it into huge_page_empty instead (see the module docstring)
 BIG_OUTPUT: int = 32 << 20
+# the mappings of such results, kept once no tensor uses them and handed to the next one that fits
+# (KEEP_RESULTS of them at most; release_results() unmaps the idle ones): [mapping, weak ref]
+KEEP_RESULTS: int = 2
+_RESULTS: list = []
+_RESULTS_LOCK = threading.Lock()
 _HAS_HUGE_PAGES = hasattr(mmap, "MADV_HUGEPAGE") and hasattr(mmap, "MAP_ANONYMOUS")
 
 
@@ -127,16 +134,27 @@ def _onednn_ok(x: Tensor, weight: Tensor, bias: Optional[Tensor], min_macs: Opti
 
 
 def _big_output_ok(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> bool:
-    """The product's result is at least ``BIG_OUTPUT`` bytes and may go to :func:`huge_page_empty`."""
+    """The product's result is at least ``BIG_OUTPUT`` bytes and may go to :func:`result_empty`
+    (with or without a gradient: :class:`_LinearMapped` gives F.linear's)."""
     if not (USE_HUGE_PAGES and _HAS_HUGE_PAGES) or weight.dim() != 2 or x.shape[-1] != weight.shape[1]:
         return False
     if x.numel() // max(x.shape[-1], 1) * weight.shape[0] * x.element_size() < BIG_OUTPUT:
         return False
-    return _cpu_inference_ok(x, weight, bias)
+    return _cpu_float32_ok(x, weight, bias)
 
 
 def _cpu_inference_ok(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> bool:
     """float32 on the CPU, no gradient, no autocast, no compiler or dispatch mode watching."""
+    return not _needs_grad(x, weight, bias) and _cpu_float32_ok(x, weight, bias)
+
+
+def _needs_grad(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> bool:
+    return torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
+                                        or (bias is not None and bias.requires_grad))
+
+
+def _cpu_float32_ok(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> bool:
+    """float32 on the CPU, no autocast, no compiler, transform or dispatch mode watching."""
     if torch.compiler.is_compiling():
         return False  # torch.compile lowers oneDNN's op only for frozen weights: it picks its own kernels
     if not (x.dtype == torch.float32 and weight.dtype == torch.float32 and x.device.type == "cpu"
@@ -144,11 +162,10 @@ def _cpu_inference_ok(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> bool
         return False
     if bias is not None and (bias.dtype != torch.float32 or bias.device.type != "cpu"):
         return False
-    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
-                                    or (bias is not None and bias.requires_grad)):
-        return False  # autograd needs F.linear's backward
     if torch.is_autocast_enabled("cpu"):
         return False  # autocast would cast F.linear's inputs
+    if torch.autograd.forward_ad._current_level >= 0 or torch._C._functorch.peek_interpreter_stack() is not None:
+        return False  # forward-mode AD and torch.func's transforms (vmap, grad) know the standard ops
     # a dispatch or function mode (FlopCounterMode, a profiler's tracer) expects the standard
     # aten ops: FlopCounterMode counts aten.mm/addmm and does not know oneDNN's op
     return torch._C._len_torch_dispatch_stack() == 0 and not torch._C._is_torch_function_mode_enabled()
@@ -163,7 +180,13 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
         x (..., in), weight (out, in), bias (out,) or None -> (..., out).
     ``min_macs``: the size (rows x in x out) from which oneDNN is used; None: ``MIN_MACS``.
     """
+    macs = x.numel() * weight.shape[0]  # rows x in x out
+    # below both bounds F.linear at once (a result of BIG_OUTPUT bytes has >= BIG_OUTPUT / 8 macs)
+    if macs < (MIN_MACS if min_macs is None else min_macs) and macs < BIG_OUTPUT // 8:
+        return F.linear(x, weight, bias)
     if _big_output_ok(x, weight, bias):
+        if _needs_grad(x, weight, bias):
+            return _LinearMapped.apply(x, weight, bias)
         return _linear_mapped(x, weight, bias)
     if _onednn_ok(x, weight, bias, min_macs):
         return torch.ops.mkldnn._linear_pointwise(x, packed(weight), bias, "none", [], "")
@@ -171,14 +194,80 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
 
 
 def _linear_mapped(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
-    """x W^T + b written into a :func:`huge_page_empty` tensor (BLAS's kernel, as ``F.linear``)."""
+    """x W^T + b written into a :func:`result_empty` tensor (BLAS's kernel, as ``F.linear``)."""
     x2 = x.reshape(-1, x.shape[-1])
-    (out,) = huge_page_empty([(x2.shape[0], weight.shape[0])], x.dtype)
+    out = result_empty((x2.shape[0], weight.shape[0]), x.dtype)
     if bias is None:
         torch.mm(x2, weight.t(), out=out)
     else:
         torch.addmm(bias, x2, weight.t(), out=out)
     return out.view(*x.shape[:-1], weight.shape[0])
+
+
+class _LinearMapped(torch.autograd.Function):
+    """:func:`_linear_mapped` with ``F.linear``'s gradients (written with differentiable ops,
+    so a second derivative works too)."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
+        ctx.save_for_backward(x, weight)
+        return _linear_mapped(x, weight, bias)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        x, weight = ctx.saved_tensors
+        g2 = grad.reshape(-1, grad.shape[-1])  # (rows, out)
+        gx = grad.matmul(weight) if ctx.needs_input_grad[0] else None
+        gw = g2.t().mm(x.reshape(-1, x.shape[-1])) if ctx.needs_input_grad[1] else None
+        gb = g2.sum(0) if ctx.needs_input_grad[2] else None
+        return gx, gw, gb
+
+
+def result_empty(shape: Sequence[int], dtype: torch.dtype = torch.float32) -> Tensor:
+    """An uninitialised CPU tensor for a large result, in memory advised for 2 MiB pages (as
+    :func:`huge_page_empty`) that is kept for the next large result once no tensor uses it.
+
+    A fresh mapping is new memory to the kernel, faulted in and zeroed page by page at its first
+    write; a virtual machine's host may also have taken back the memory a process freed, and
+    hands it back only at such faults. Reusing the last result's pages skips both: like
+    PyTorch's CUDA caching allocator, it holds up to ``KEEP_RESULTS`` mappings (e.g. one
+    forward's logits) while they are idle; :func:`release_results` returns them. A plain
+    ``torch.empty`` tensor where huge pages do not apply (see :func:`huge_page_empty`)."""
+    shape = tuple(int(n) for n in shape)
+    nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    if not (USE_HUGE_PAGES and _HAS_HUGE_PAGES) or nbytes < HUGE_PAGE:
+        return torch.empty(shape, dtype=dtype)
+    need = -(-nbytes // HUGE_PAGE) * HUGE_PAGE + HUGE_PAGE  # one page more to align the start
+    with _RESULTS_LOCK:
+        idle = [e for e in _RESULTS if e[1].expired()]
+        fits = [e for e in idle if len(e[0]) >= need]
+        if fits:  # the smallest idle mapping that holds it
+            entry = min(fits, key=lambda e: len(e[0]))
+            raw = torch.frombuffer(entry[0], dtype=torch.uint8)
+            entry[1] = _StorageRef(raw.untyped_storage())
+        else:
+            try:
+                block = mmap.mmap(-1, need, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+                block.madvise(mmap.MADV_HUGEPAGE)
+            except (OSError, ValueError):
+                return torch.empty(shape, dtype=dtype)
+            raw = torch.frombuffer(block, dtype=torch.uint8)
+            if len(_RESULTS) >= KEEP_RESULTS and idle:
+                _RESULTS.remove(idle[0])  # the oldest idle one makes room (unmapped now)
+            if len(_RESULTS) < KEEP_RESULTS:
+                _RESULTS.append([block, _StorageRef(raw.untyped_storage())])
+    base = -raw.data_ptr() % HUGE_PAGE
+    return raw[base: base + nbytes].view(dtype).view(shape)
+
+
+def release_results() -> int:
+    """Unmap the kept result mappings no tensor uses (see :func:`result_empty`); returns the
+    bytes released. Tensors still in use keep theirs (freed with the last of them)."""
+    with _RESULTS_LOCK:
+        idle = [e for e in _RESULTS if e[1].expired()]
+        for e in idle:
+            _RESULTS.remove(e)
+        return sum(len(e[0]) for e in idle)
 
 
 def linear_gelu(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, approximate: str = "none",

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from attnlib import GPT, KVCache, TransformerConfig
-from attnlib import kernels
+from attnlib import decode, kernels
 from attnlib.decode import FastDecoder
 
 LAYOUTS = {
@@ -197,8 +197,10 @@ def test_onednn_weights_are_packed_once_and_repacked_after_a_change(monkeypatch)
 def test_decode_steps_of_a_large_model_use_the_streamed_bound(monkeypatch):
     """FastDecoder passes MIN_MACS_STREAMED for one-token steps of a model larger than
     CACHE_BYTES, and the default bound for the prompt and for small models (with the transposed
-    weights off, whose one-row products do not go through oneDNN: tested below)."""
+    copies off, the embedding bags and the plain ones, whose one-row products do not go through
+    oneDNN: tested below)."""
     monkeypatch.setattr(kernels, "USE_ROWS", False)
+    monkeypatch.setattr(decode, "USE_PLAIN_ROWS", False)
     gpt = model_for("gpt2")
     seen = []
     real = kernels._onednn_ok
@@ -522,6 +524,80 @@ def test_one_token_steps_take_the_row_step_whatever_the_thread_count(layout, mon
     assert len(rows) == 5 and ours.seq_len == 12
 
 
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_one_token_steps_of_a_small_model_take_contiguous_transposed_copies(layout, monkeypatch):
+    """A model within the caches (float32, CPU): a one-token step of one sequence goes through
+    FastDecoder._row_step with each product one addmm (mm without biases) on a contiguous W^T
+    copy, q/k/v and fc1 with the gate stacked as the step reads them, biases stacked alike
+    (zeros for a map without one). Equal to the model's forward; the prompt, a batch, autocast
+    and USE_PLAIN_ROWS = False (read at each step) take the general path; float64 builds none."""
+    gpt = model_for(layout, seed=3)
+    ids = torch.randint(0, 97, (2, 12), generator=torch.Generator().manual_seed(4))
+    rows = []
+    row_step = FastDecoder._row_step
+    monkeypatch.setattr(FastDecoder, "_row_step", lambda self, *a: rows.append(1) or row_step(self, *a))
+    with torch.no_grad():
+        fast = FastDecoder.for_model(gpt)
+        assert fast.plain_rows and not fast.transposed and not fast.streamed
+        mats = [r for layer in fast.layers for r in layer.rows] + [fast.head_rows]
+        assert all(isinstance(m, decode._RowProduct) and m.wt.is_contiguous() for m in mats)
+        for layer, m in zip(gpt.layers, fast.layers):
+            mha, ffn = layer.self_attn, layer.ffn
+            stacks = [(mha.q_proj, mha.k_proj, mha.v_proj), (mha.out_proj,),
+                      tuple(x for x in (ffn.fc1, ffn.gate) if x is not None), (ffn.fc2,)]
+            for parts, r in zip(stacks, m.rows):
+                torch.testing.assert_close(r.wt, torch.cat([x.weight for x in parts]).t(), rtol=0, atol=0)
+                if all(x.bias is None for x in parts):
+                    assert r.bias is None
+                else:
+                    want = torch.cat([x.bias if x.bias is not None else torch.zeros(x.out_features)
+                                      for x in parts])
+                    torch.testing.assert_close(r.bias, want, rtol=0, atol=0)
+        torch.testing.assert_close(fast.head_rows.wt, gpt.lm_head.weight.t(), rtol=0, atol=0)
+        assert fast.head_rows.bias is None
+        ours, ref = KVCache(), KVCache()
+        fast.step(ids[:1, :8], ours)
+        gpt(ids[:1, :8], cache=ref)
+        assert rows == []  # the prompt: the general path
+        for t in range(8, 11):
+            got = fast.step(ids[:1, t:t + 1], ours)
+            torch.testing.assert_close(got, gpt(ids[:1, t:t + 1], cache=ref).logits[:, -1], atol=1e-5, rtol=1e-5)
+        assert len(rows) == 3
+        monkeypatch.setattr(decode, "USE_PLAIN_ROWS", False)  # read at the step
+        got = fast.step(ids[:1, 11:12], ours)
+        torch.testing.assert_close(got, gpt(ids[:1, 11:12], cache=ref).logits[:, -1], atol=1e-5, rtol=1e-5)
+        monkeypatch.setattr(decode, "USE_PLAIN_ROWS", True)
+        batch, batch_ref = KVCache(), KVCache()
+        fast.step(ids[:, :8], batch)
+        gpt(ids[:, :8], cache=batch_ref)
+        got = fast.step(ids[:, 8:9], batch)  # two sequences: two rows, the general path
+        torch.testing.assert_close(got, gpt(ids[:, 8:9], cache=batch_ref).logits[:, -1], atol=1e-5, rtol=1e-5)
+        cache = KVCache()
+        fast.step(ids[:1, :8], cache)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            fast.step(ids[:1, 8:9], cache)
+        assert len(rows) == 3
+        assert FastDecoder.for_model(gpt.double()).plain_rows is False
+
+
+def test_plain_copies_are_kept_rebuilt_and_dropped():
+    """The contiguous W^T copies of a small model are kept between generate calls, rebuilt
+    after a parameter changes (generate then follows the new weights), dropped by train()."""
+    gpt = model_for("gpt2")
+    prompt = torch.tensor([[5, 6, 7]])
+    gpt.generate(prompt, 4, temperature=0.0)
+    key, held = gpt.__dict__["_transposed"]
+    assert key[0] == "mm" and len(held) == 4 * 2 + 1
+    gpt.generate(prompt, 4, temperature=0.0)
+    assert gpt.__dict__["_transposed"][1] is held
+    gpt.load_state_dict(model_for("gpt2", seed=9).state_dict())
+    out = gpt.generate(prompt, 6, temperature=0.0)
+    assert gpt.__dict__["_transposed"][1] is not held
+    assert torch.equal(out, gpt.generate(prompt, 6, temperature=0.0, use_cache=False))
+    gpt.train()
+    assert "_transposed" not in gpt.__dict__
+
+
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("bias", [True, False], ids=["bias_row", "no_bias"])
 @pytest.mark.parametrize("n_in,outs", [(37, (50, 20, 20)), (200, (1000,)), (64, (97,))])
@@ -623,13 +699,15 @@ def test_huge_page_empty_lays_tensors_out_in_one_block(monkeypatch):
 
 def test_a_large_result_is_written_into_huge_pages_and_equals_f_linear(monkeypatch):
     """kernels.linear writes a result of BIG_OUTPUT bytes or more (a GPT's logits over a long
-    prompt) into kernels.huge_page_empty: equal to F.linear, with and without a bias, for 2-D and
+    prompt) into kernels.result_empty: equal to F.linear, with and without a bias, for 2-D and
     3-D and non-contiguous inputs, and an ordinary tensor afterwards (writable, savable, kept
-    alive by its views). Not under autograd, off CPU float32, or switched off."""
+    alive by its views). Not off CPU float32, under torch.func's transforms or forward-mode AD,
+    or switched off."""
     import io
     import sys
 
     monkeypatch.setattr(kernels, "BIG_OUTPUT", 2 << 20)  # 2 MiB: a small test, the same path
+    monkeypatch.setattr(kernels, "_RESULTS", [])
     torch.manual_seed(0)
     w, b = torch.randn(1024, 64), torch.randn(1024)
     xs = (torch.randn(600, 64), torch.randn(2, 300, 64), torch.randn(2, 64, 300).transpose(1, 2))
@@ -658,13 +736,103 @@ def test_a_large_result_is_written_into_huge_pages_and_equals_f_linear(monkeypat
         assert not kernels._big_output_ok(torch.randn(600, 63), w, b)  # F.linear says what is wrong
         with pytest.raises(RuntimeError):
             kernels.linear(torch.randn(600, 63), w, b)
-    x = torch.randn(600, 64, requires_grad=True)
-    assert not kernels._big_output_ok(x, w, b)  # autograd: F.linear
-    kernels.linear(x, w, b).sum().backward()
-    assert x.grad is not None
+    x = xs[0]
+    with torch.no_grad(), torch.autograd.forward_ad.dual_level():  # forward-mode AD: F.linear's
+        dual = torch.autograd.forward_ad.make_dual(x, torch.ones_like(x))
+        assert not kernels._big_output_ok(dual, w, b)
+        tangent = torch.autograd.forward_ad.unpack_dual(kernels.linear(dual, w, b)).tangent
+        torch.testing.assert_close(tangent, torch.ones_like(x) @ w.t())
+    with torch.no_grad():
+        got = torch.func.vmap(lambda r: kernels.linear(r, w, b))(x.view(2, 300, 64))
+        torch.testing.assert_close(got, nn.functional.linear(x, w, b).view(2, 300, 1024))
     monkeypatch.setattr(kernels, "USE_HUGE_PAGES", False)
     with torch.no_grad():
         assert not kernels._big_output_ok(xs[0], w, b)
+
+
+def test_a_large_result_has_f_linears_gradients(monkeypatch):
+    """Under autograd a large result goes the same way, with F.linear's first and second
+    derivatives for x, weight and bias (each alone or together, with and without a bias, 3-D
+    x), and a gradient that flows into a weight shared with an embedding (a GPT's tied head)."""
+    monkeypatch.setattr(kernels, "BIG_OUTPUT", 2 << 20)
+    monkeypatch.setattr(kernels, "_RESULTS", [])
+    torch.manual_seed(0)
+    x0, w0, b0 = torch.randn(2, 300, 64), torch.randn(1024, 64) / 8, torch.randn(1024)
+    g = torch.randn(2, 300, 1024)
+    for need in ((True, True, True), (True, False, False), (False, True, False), (False, False, True),
+                 (True, True, None)):
+        results = []
+        for f in (kernels.linear, nn.functional.linear):
+            x, w = x0.clone().requires_grad_(need[0]), w0.clone().requires_grad_(need[1])
+            b = None if need[2] is None else b0.clone().requires_grad_(need[2])
+            inputs = [t for t in (x, w, b) if t is not None and t.requires_grad]
+            y = f(x, w, b)
+            if f is kernels.linear:
+                assert kernels._big_output_ok(x, w, b) == kernels._HAS_HUGE_PAGES
+                if kernels._HAS_HUGE_PAGES:
+                    assert type(y.grad_fn).__name__ == "_LinearMappedBackward"
+            first = torch.autograd.grad((y * g).sum(), inputs, create_graph=True)
+            square = sum((d ** 2).sum() for d in first)  # depends on the inputs where x and w both do
+            second = (torch.autograd.grad(square, inputs, allow_unused=True) if square.requires_grad
+                      else (None,) * len(inputs))
+            results.append((y, first, second))
+        (y, first, second), (y_ref, first_ref, second_ref) = results
+        torch.testing.assert_close(y, y_ref, atol=1e-4, rtol=1e-5)
+        for a, r in zip(first + second, first_ref + second_ref):
+            assert (a is None) == (r is None)
+            if a is not None:
+                torch.testing.assert_close(a, r, atol=1e-3, rtol=1e-4)
+    emb = nn.Embedding(1024, 64)  # a tied head: the weight gets both gradients
+    ids = torch.randint(0, 1024, (2, 300))
+    kernels.linear(emb(ids), emb.weight).sum().backward()
+    got = emb.weight.grad.clone()
+    emb.weight.grad = None
+    nn.functional.linear(emb(ids), emb.weight).sum().backward()
+    torch.testing.assert_close(got, emb.weight.grad, atol=1e-3, rtol=1e-4)
+
+
+def test_a_large_results_memory_is_kept_for_the_next_one(monkeypatch):
+    """Once no tensor uses a large result, its mapping serves the next large result that fits
+    (the smallest idle one); one still in use is never handed out; at most KEEP_RESULTS are
+    kept (the oldest idle one makes room), none with KEEP_RESULTS = 0; release_results unmaps
+    the idle ones and reports their bytes, leaving those in use to their tensors."""
+    import sys
+
+    if not (sys.platform.startswith("linux") and kernels._HAS_HUGE_PAGES):
+        pytest.skip("huge-page mappings are Linux's")
+    monkeypatch.setattr(kernels, "_RESULTS", [])
+    monkeypatch.setattr(kernels, "KEEP_RESULTS", 2)
+    mib = 1 << 20
+    a = kernels.result_empty((3 * mib // 4,))  # 3 MiB of float32
+    a.fill_(1)
+    b = kernels.result_empty((3 * mib // 4,))
+    assert b.untyped_storage().data_ptr() != a.untyped_storage().data_ptr()  # a is in use
+    b.fill_(2)
+    assert a.unique().tolist() == [1.0]
+    where_a = a.data_ptr()
+    del a
+    c = kernels.result_empty((2 * mib // 4,))  # smaller: fits in a's idle mapping
+    assert c.data_ptr() == where_a and c.shape == (2 * mib // 4,)
+    big = kernels.result_empty((9 * mib // 4,))  # fits nowhere idle, pool full: not kept
+    assert len(kernels._RESULTS) == 2
+    where_big = big.data_ptr()
+    del big
+    assert _mapping_of(where_big) is None  # unmapped with its tensor
+    del c
+    d = kernels.result_empty((9 * mib // 4,))  # the pool's idle one (c's) makes room for it
+    assert len(kernels._RESULTS) == 2 and _mapping_of(where_a) is None
+    where_d = d.data_ptr()
+    del d
+    e = kernels.result_empty((mib // 4,))  # 1 MiB: below one huge page, torch's allocator
+    assert e.data_ptr() != where_d
+    free = kernels.release_results()
+    assert free == 12 * mib  # d's mapping: 9 MiB in 2 MiB pages, and one page more to align
+    assert len(kernels._RESULTS) == 1 and _mapping_of(where_d) is None  # b is still in use
+    assert b.unique().tolist() == [2.0]
+    monkeypatch.setattr(kernels, "KEEP_RESULTS", 0)
+    monkeypatch.setattr(kernels, "_RESULTS", [])
+    f = kernels.result_empty((3 * mib // 4,))
+    assert kernels._RESULTS == [] and f.shape == (3 * mib // 4,)
 
 
 def test_transposed_copies_of_a_large_model_share_one_huge_page_block(monkeypatch):
