@@ -18,15 +18,23 @@ the first decode and kept on the model while it stays in eval mode, its paramete
 and the thread count stays the same (``model.train()`` drops them; ``kernels.USE_ROWS = False``
 stops their use). Prompts and batches use the module's own weights.
 
-With those copies, a step of one token for one sequence (every step after the prompt) takes
+A model within the caches gets plain copies instead: each matrix of a one-token step transposed
+and contiguous, W^T (in, out), with its biases stacked alongside (:class:`_RowProduct`, float32
+on the CPU), each product one ``addmm``. For one row MKL reads W^T faster than W (3.0 against
+4.4 us for 128 x 384 on the book's Intel VM, and ``F.linear`` adds another 0.5 us); with the
+lean step below, a tiny model's (4 layers, d = 128) one-token step went from 570 to 443 us (ad
+hoc). These copies also cost the model's size once more (at most ``kernels.CACHE_BYTES``), and
+are kept and dropped like the others (``USE_PLAIN_ROWS = False`` stops their use).
+
+With either copies, a step of one token for one sequence (every step after the prompt) takes
 ``FastDecoder._row_step``: each product is one embedding-bag call (``kernels.RowBlocks``) whose
-bias streams in with the weight as one more row weighted by 1, q, k and v are views of one
-product's output, and there is no mask and no positions tensor. Those ops run right after a
-product has streamed megabytes of weights through the CPU caches, which evicts the code and data
-they need: on GPT-2 small the ~0.5 ms they take warm cost ~1.4 ms in a real step
-(``python -m benchmarks --only coldops``), so each op saved counts several times (in a paired A/B
-the row step took 0.96 of the general step's time on one thread, 0.93 on two; see the notes on
-the benchmarks page).
+bias streams in with the weight as one more row weighted by 1 (or one ``addmm``), q, k and v
+are views of one product's output, and there is no mask and no positions tensor. In a large
+model those ops run right after a product has streamed megabytes of weights through the CPU
+caches, which evicts the code and data they need: on GPT-2 small the ~0.5 ms they take warm
+cost ~1.4 ms in a real step (``python -m benchmarks --only coldops``), so each op saved counts
+several times (in a paired A/B the row step took 0.96 of the general step's time on one
+thread, 0.93 on two; see the notes on the benchmarks page).
 
 It is used only where it cannot differ from ``model(ids, cache=cache)``: exactly an
 ``attnlib.GPT`` (not a subclass) built from attnlib's own layers, in eval mode, with no forward
@@ -174,10 +182,11 @@ class _RowProduct:
     order; with the module's W (out, in) it takes its transposed-operand path, ~1.5 us slower
     per call on the book's machines, and ``F.linear`` adds ~0.5 us of its own."""
 
-    __slots__ = ("wt", "bias")
+    __slots__ = ("wt", "bias", "n_in", "n_out")
 
     def __init__(self, group: list[tuple[Tensor, Optional[Tensor]]]) -> None:
         self.wt = torch.cat([w for w, _ in group]).t().contiguous()  # (in, out)
+        self.n_in, self.n_out = self.wt.shape
         self.bias = None
         if any(b is not None for _, b in group):  # zeros where a stacked map has none
             self.bias = torch.cat([w.new_zeros(w.shape[0]) if b is None else b for w, b in group])
@@ -270,10 +279,11 @@ class FastDecoder:
         return [(layer, w, b) for layer in self.layers
                 for w, b in (p for p in (layer.qkv, layer.out, layer.fc1, layer.gate, layer.fc2) if p)]
 
-    def row_products(self) -> list[kernels.RowBlocks]:
-        """The :class:`kernels.RowBlocks` a one-token step calls, in its order, the LM head's
-        last (empty where the step does not take the embedding bag)."""
-        if not self.transposed:
+    def row_products(self) -> list:
+        """The products a one-token step calls (:class:`kernels.RowBlocks`, or
+        :class:`_RowProduct` for a model within the caches), in its order, the LM head's last
+        (empty where the step keeps the general path)."""
+        if self.head_rows is None:
             return []
         return [r for layer in self.layers for r in layer.rows if r is not None] + [self.head_rows]
 

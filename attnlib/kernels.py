@@ -33,11 +33,19 @@ A large result costs more than its multiply-adds. The C library hands out every 
 above 32 MiB (glibc's largest ``mmap`` threshold) as a fresh mapping from the kernel and
 returns it at ``free``, so each call's result is new memory whose 4 KiB pages are each faulted
 in and zeroed on first write: a GPT's logits over 512 tokens of GPT-2's vocabulary are 103 MB,
-about 25,000 page faults. :func:`linear` writes a result of ``BIG_OUTPUT`` bytes or more into
-:func:`huge_page_empty` (2 MiB pages: 50 faults) with BLAS's kernel. On an Intel Xeon VM (one
-thread, ad hoc) that product of 512 x 384 by 384 x 50257 took 165 ms against 176 to 226 ms for
-``F.linear`` (148 ms into memory already faulted in), and a 6-layer, 384-wide GPT with GPT-2's
-vocabulary ran a 512-token forward at 0.81 of Hugging Face's time, against 0.93 before.
+about 25,000 page faults. On a virtual machine that hands freed memory back to its host (free
+page reporting, as on the Firecracker VMs the book is tested on) each of those pages may also
+be faulted back in from the host. :func:`linear` writes a result of ``BIG_OUTPUT`` bytes or
+more with BLAS's kernel into :func:`result_empty`: memory advised for 2 MiB pages (50 faults
+instead of 25,000), kept once the result is gone and handed to the next large result, as
+PyTorch's CUDA caching allocator does (``KEEP_RESULTS`` mappings at most;
+:func:`release_results` returns them). Under autograd it takes the same path with
+``F.linear``'s gradients. On an Intel Xeon VM (one thread, ad hoc, paired) that product of
+512 x 384 by 384 x 50257 took 165 ms in fresh huge pages and 148 ms in reused memory, against
+176 to 226 ms for ``F.linear``; a 6-layer, 384-wide GPT with GPT-2's vocabulary ran a
+512-token forward at 0.69 of Hugging Face's time (0.72 with gradients on), against 0.93 with
+``F.linear``'s fresh memory. With 4 sequences (412 MB of logits) fresh huge pages alternated
+between 0.7 and 1.5 s per forward, as the host took the freed memory back or not; reused, 0.67 s.
 
 oneDNN computes with the weight in a blocked layout of its own; handed a plain (out, in) weight,
 it rearranges the whole weight at every call. :func:`packed` makes that copy once per weight and

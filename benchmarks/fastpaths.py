@@ -7,13 +7,15 @@ All ratios come from one ``compare()`` call per pair (interleaved rounds, same l
 * preallocated cache: one decode step with the cache holding ``length`` tokens, writing in place
   into reserved buffers, against concatenating the whole cache (``KVCache.preallocate = False``);
 * oneDNN matmuls: a no-grad forward (prefill) and one decode step with ``attnlib.kernels``
-  choosing oneDNN for the large float32 matmuls (and, in the step of a model larger than the
-  caches, ``kernels.RowBlocks`` on transposed weights), against the same with ``F.linear``
-  everywhere (``kernels.USE_ONEDNN = USE_ROWS = False``: the BLAS PyTorch was built with, MKL in
+  choosing oneDNN for the large float32 matmuls (and, in the step, ``kernels.RowBlocks`` on
+  transposed weights for a model larger than the caches, one addmm on a contiguous W^T copy for
+  one within them), against the same with ``F.linear`` everywhere (``kernels.USE_ONEDNN =
+  USE_ROWS = False``, ``decode.USE_PLAIN_ROWS = False``: the BLAS PyTorch was built with, MKL in
   the pip wheels);
 * large results in huge pages: the LM head's product over ``BIG_ROWS`` tokens (logits of
   ``kernels.BIG_OUTPUT`` bytes or more, GPT-2 small only) by ``kernels.linear``, which writes it
-  into ``kernels.huge_page_empty``, against ``F.linear`` (a fresh 4 KiB-page mapping per call);
+  into ``kernels.result_empty`` (2 MiB pages, reused from the last call's result once that is
+  gone), against ``F.linear`` (a fresh 4 KiB-page mapping per call);
 * Python overhead per token: one cached decode step three ways, the model's own forward
   (``gpt(tok, cache=cache)``: checks, cache binding, undo on error), the decode loop of
   ``generate`` (``attnlib.decode.FastDecoder``) and a raw loop with the same weights and the same
@@ -31,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 import attnlib
-from attnlib import kernels
+from attnlib import decode, kernels
 from attnlib.decode import FastDecoder
 
 from .harness import Settings, Target, compare, fmt_table
@@ -101,9 +103,9 @@ def fast_step_fn(gpt: attnlib.GPT, length: int, vocab_size: int, device: str, se
 
 def raw_step_fn(gpt: attnlib.GPT, length: int, vocab_size: int, device: str, seed: int) -> Callable[[], torch.Tensor]:
     """The same decode step as :func:`step_fn`, written as a bare loop of torch functions (with
-    the matmul kernels and weights ``generate``'s loop uses: ``FastDecoder.linear`` on its
-    matrices, or for a model larger than the caches the ``kernels.RowBlocks`` of its one-row
-    step, so that only the Python differs).
+    the matmul kernels and weights ``generate``'s loop uses: the copies of its one-row step,
+    ``kernels.RowBlocks`` or ``_RowProduct``, or ``FastDecoder.linear`` on its matrices where it
+    has none, so that only the Python differs).
 
     Pre-norm LayerNorm GPT with learned positions and GELU (the benchmark models); the caches are
     preallocated tensors written in place. Checked equal to ``gpt`` before it is timed."""
@@ -122,7 +124,7 @@ def raw_step_fn(gpt: attnlib.GPT, length: int, vocab_size: int, device: str, see
     nf = gpt.norm_f
     tok, eps, C = ids[:, length:], cfg.layer_norm_eps, cfg.d_model
     approximate = "tanh" if cfg.activation == "gelu_tanh" else "none"
-    if fast.transposed:  # a large model: one row (1, C) through the RowBlocks, as _row_step does
+    if fast.head_rows is not None:  # one row (1, C) through the copies (RowBlocks or _RowProduct)
         layers = [(l.norm1, f.rows[0], f.rows[1], l.norm3, f.rows[2], f.rows[3])
                   for l, f in zip(gpt.layers, fast.layers)]  # qkv, out, fc1, fc2 (no gate in GPT-2)
         head = fast.head_rows
@@ -190,8 +192,9 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print, compi
             torch.testing.assert_close(fwd(), blas(), **tol)
             onednn = compare({"onednn": fwd, "f_linear": blas, "onednn_step": fast,
                               # F.linear everywhere: no oneDNN, no transposed weights either
-                              "f_linear_step": with_switch(with_switch(fast, kernels, "USE_ROWS", False),
-                                                           kernels, "USE_ONEDNN", False)},
+                              "f_linear_step": with_switch(with_switch(with_switch(
+                                  fast, kernels, "USE_ROWS", False), kernels, "USE_ONEDNN", False),
+                                  decode, "USE_PLAIN_ROWS", False)},
                              settings, baseline="f_linear")
             onednn_step = onednn["ratio"]["onednn_step"] / onednn["ratio"]["f_linear_step"]
             head = gpt.lm_head.weight
@@ -239,6 +242,10 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print, compi
             targets.append(Target(f"fast paths {r['shape']}: oneDNN / F.linear (forward T={r['T']})",
                                   r["onednn_over_f_linear"], "<=", 1.0,
                                   "attnlib.kernels picks oneDNN only where it is faster"))
+        if r.get("onednn_step_over_f_linear_step") is not None and r["shape"] != "smoke":
+            targets.append(Target(f"fast paths {r['shape']}: decode step, attnlib's kernels / F.linear everywhere",
+                                  r["onednn_step_over_f_linear_step"], "<=", 1.0,
+                                  "oneDNN, the embedding bags and the W^T copies only where faster"))
         if r.get("big_result_over_f_linear") is not None:
             targets.append(Target(f"fast paths {r['shape']}: LM head over {BIG_ROWS} tokens, huge pages / F.linear",
                                   r["big_result_over_f_linear"], "<=", 1.0,

@@ -78,13 +78,13 @@ def decode_step(gpt: torch.nn.Module) -> Callable[[torch.Tensor, attnlib.KVCache
 def products_only(gpt: torch.nn.Module, device: str) -> Callable[[], object]:
     """The matrix-vector products of one decode step and nothing else: every weight matrix (q/k/v
     stacked, as decoding uses them, and the LM head) times one token's vector, with the kernels
-    and the calls a one-token step makes (with transposed copies: the ``kernels.RowBlocks`` of
-    ``FastDecoder._row_step``, each one embedding bag). The floor of a decode step with these
+    and the calls a one-token step makes (with transposed copies: those of
+    ``FastDecoder._row_step``, each one embedding bag or one addmm). The floor of a decode step with these
     kernels: weight bytes / its time is the bandwidth the kernels themselves reach."""
     fast = FastDecoder.for_model(gpt)
     if fast is None:
         raise AssertionError("generate would not use the fast decode loop for this model")
-    if fast.transposed:  # the kernels.RowBlocks of the one-row step (biases as their last rows)
+    if fast.head_rows is not None:  # the copies of the one-row step (RowBlocks or _RowProduct)
         rows = fast.row_products()
         xs = {r.n_in: torch.randn(1, r.n_in, device=device) for r in rows}
         return lambda: [r(xs[r.n_in]) for r in rows]
