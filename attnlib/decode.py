@@ -62,6 +62,27 @@ from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalP
 _NORMS = (nn.LayerNorm, RMSNorm)
 # one-token steps of a model within the caches through contiguous W^T copies (_RowProduct)
 USE_PLAIN_ROWS: bool = True
+
+
+def _cpu_vendor() -> str:
+    """The CPU's vendor string from /proc/cpuinfo ("GenuineIntel", "AuthenticAMD"; "" elsewhere)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+# The one-token products of a model larger than the caches: "bags" (kernels.RowBlocks, the
+# embedding bag) or "mm" (_RowProduct: MKL's product on contiguous W^T). On the Intel Xeon VM
+# of this round "mm" read the weights ~12% faster and made a GPT-2-small step 0.91 of the bags'
+# time (one and two threads, ad hoc); on the AMD machines of earlier rounds the bags were the
+# fastest of the kernels timed there (oneDNN and F.linear; "mm" was not timed), so they stay
+# the choice elsewhere. ``python -m benchmarks --only fastpaths`` times both.
+STREAMED_ROWS: str = "mm" if _cpu_vendor() == "GenuineIntel" else "bags"
 _POS = (type(None), LearnedPositionalEmbedding, SinusoidalPositionalEncoding)
 
 
@@ -182,11 +203,13 @@ class _RowProduct:
     order; with the module's W (out, in) it takes its transposed-operand path, ~1.5 us slower
     per call on the book's machines, and ``F.linear`` adds ~0.5 us of its own."""
 
-    __slots__ = ("wt", "bias", "n_in", "n_out")
+    __slots__ = ("wt", "bias", "n_in", "n_out", "table")
 
-    def __init__(self, group: list[tuple[Tensor, Optional[Tensor]]]) -> None:
-        self.wt = torch.cat([w for w, _ in group]).t().contiguous()  # (in, out)
+    def __init__(self, group: list[tuple[Tensor, Optional[Tensor]]], table: Optional[Tensor] = None) -> None:
+        wt = torch.cat([w for w, _ in group]).t()  # (in, out)
+        self.wt = wt.contiguous() if table is None else table.copy_(wt)
         self.n_in, self.n_out = self.wt.shape
+        self.table = self.wt  # the memory a call reads, named as kernels.RowBlocks names it
         self.bias = None
         if any(b is not None for _, b in group):  # zeros where a stacked map has none
             self.bias = torch.cat([w.new_zeros(w.shape[0]) if b is None else b for w, b in group])
@@ -201,7 +224,15 @@ def _transposed_plain(model: Any) -> list[_RowProduct]:
     """The matrices of :func:`_step_groups` as :class:`_RowProduct`: contiguous W^T with the
     stacked bias, for the one-token steps of a model that fits in the caches. Kept as
     :func:`_held_copies` says."""
-    return _held_copies(model, "mm", lambda m: [_RowProduct(g) for g in _step_groups(m)])
+    return _held_copies(model, "mm", _build_plain)
+
+
+def _build_plain(model: Any) -> list[_RowProduct]:
+    groups = _step_groups(model)
+    shapes = [(g[0][0].shape[1], sum(w.shape[0] for w, _ in g)) for g in groups]  # (in, out)
+    # one block of memory that Linux may back with 2 MiB pages (plain tensors below one page)
+    tables = kernels.huge_page_empty(shapes, model.lm_head.weight.dtype)
+    return [_RowProduct(g, t) for g, t in zip(groups, tables)]
 
 
 class _Layer:
@@ -253,10 +284,11 @@ class FastDecoder:
         # where oneDNN pays off for smaller products and transposed weights stream faster
         # (see attnlib.kernels)
         self.streamed = sum(p.numel() * p.element_size() for p in model.parameters()) > kernels.CACHE_BYTES
-        self.transposed = self.streamed and all(kernels.rows_available(p) for p in model.parameters())
+        self.transposed = (self.streamed and STREAMED_ROWS == "bags"
+                           and all(kernels.rows_available(p) for p in model.parameters()))
         # a model within the caches: one-token steps multiply by contiguous W^T copies, one
         # addmm each (_RowProduct), through the same lean step as the embedding bags
-        self.plain_rows = (not self.streamed and USE_PLAIN_ROWS
+        self.plain_rows = ((not self.streamed or STREAMED_ROWS == "mm") and USE_PLAIN_ROWS
                            and all(p.dtype == torch.float32 and p.device.type == "cpu" for p in model.parameters()))
         mats = (iter(_transposed_weights(model)) if self.transposed
                 else iter(_transposed_plain(model)) if self.plain_rows else None)

@@ -197,6 +197,17 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print, compi
                                   decode, "USE_PLAIN_ROWS", False)},
                              settings, baseline="f_linear")
             onednn_step = onednn["ratio"]["onednn_step"] / onednn["ratio"]["f_linear_step"]
+            kinds = None  # a model over the caches: its one-token products both ways
+            probe = FastDecoder.for_model(gpt)
+            if probe is not None and probe.streamed and kernels._HAS_ROWS:
+                kind_steps = {}
+                for kind in ("bags", "mm"):
+                    with switched(decode, "STREAMED_ROWS", kind):
+                        kind_steps[kind] = fast_step_fn(gpt, length, cfg.vocab_size, settings.device,
+                                                        settings.seed)
+                    torch.testing.assert_close(kind_steps[kind](), step(), **tol)
+                kinds = compare(kind_steps, settings, baseline="bags")
+            del probe
             head = gpt.lm_head.weight
             h = torch.randn(BIG_ROWS, cfg.d_model, generator=g).to(settings.device, head.dtype)
             big = None
@@ -216,6 +227,8 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print, compi
             "onednn": onednn, "onednn_over_f_linear": onednn["ratio"]["onednn"],
             "onednn_step_over_f_linear_step": onednn_step,
             "big_result": big, "big_result_over_f_linear": big["ratio"]["huge_pages"] if big else None,
+            "streamed_kinds": kinds, "streamed_rows": decode.STREAMED_ROWS,
+            "mm_over_bags_step": kinds["ratio"]["mm"] if kinds else None,
             "compile": None,
         }
         if compile_variant:
@@ -230,7 +243,8 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print, compi
             f"{row['attnlib_over_raw_step']:.2f}x = {row['overhead_us_per_token']:.0f} us/token of Python, generate's "
             f"loop/raw {row['generate_loop_over_raw_step']:.2f}x, oneDNN/F.linear forward "
             f"{row['onednn_over_f_linear']:.2f}x, step {row['onednn_step_over_f_linear_step']:.2f}x"
-            + (f", large result in huge pages/F.linear {row['big_result_over_f_linear']:.2f}x" if big else ""))
+            + (f", large result in huge pages/F.linear {row['big_result_over_f_linear']:.2f}x" if big else "")
+            + (f", one-token products mm on W^T/RowBlocks {row['mm_over_bags_step']:.3f}x" if kinds else ""))
         del gpt
     targets = []
     for r in rows:
@@ -246,6 +260,12 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print, compi
             targets.append(Target(f"fast paths {r['shape']}: decode step, attnlib's kernels / F.linear everywhere",
                                   r["onednn_step_over_f_linear_step"], "<=", 1.0,
                                   "oneDNN, the embedding bags and the W^T copies only where faster"))
+        if r.get("mm_over_bags_step") is not None:
+            chosen = r["streamed_rows"]
+            ratio = r["mm_over_bags_step"] if chosen == "mm" else 1.0 / r["mm_over_bags_step"]
+            targets.append(Target(f"fast paths {r['shape']}: decode step, one-token products as chosen "
+                                  f"({chosen}) / the other way", ratio, "<=", 1.0,
+                                  "decode.STREAMED_ROWS picks the faster kernel for this CPU"))
         if r.get("big_result_over_f_linear") is not None:
             targets.append(Target(f"fast paths {r['shape']}: LM head over {BIG_ROWS} tokens, huge pages / F.linear",
                                   r["big_result_over_f_linear"], "<=", 1.0,
@@ -257,9 +277,10 @@ def table(result: dict) -> str:
     """Ratios as plain text."""
     rows = [[r["shape"], r["T"], r["cache_len"], r["fused_over_unfused"], r["preallocated_over_concat"],
              r.get("onednn_over_f_linear"), r.get("onednn_step_over_f_linear_step"),
-             r.get("big_result_over_f_linear") or "-",
+             r.get("big_result_over_f_linear") or "-", r.get("mm_over_bags_step") or "-",
              r["attnlib_over_raw_step"], r.get("generate_loop_over_raw_step"), r.get("generate_loop_us_per_token"),
              r["compile"]["ratio"]["compiled"] if r.get("compile") else "not run"] for r in result["runs"]]
     return fmt_table(["shape", "T", "cache", "fused/3 linears", "prealloc/concat", "oneDNN/F.linear",
-                      "oneDNN/F.linear step", "large result huge pages/F.linear", "forward step/raw",
+                      "oneDNN/F.linear step", "large result huge pages/F.linear", "mm W^T/bags step",
+                      "forward step/raw",
                       "generate step/raw", "generate us/token over raw", "compiled/eager"], rows)

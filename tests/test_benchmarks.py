@@ -201,6 +201,30 @@ def test_fastpaths_times_a_large_result_where_there_is_one(monkeypatch: pytest.M
     assert "LM head, huge pages / F.linear" in page and f"| {_num(run['big_result_over_f_linear'])} |" in page
 
 
+def test_fastpaths_times_both_one_token_kernels_of_a_streamed_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For a model over the caches (here the smoke model, with the bound lowered) the decode step
+    is timed with the embedding bags and with mm on contiguous W^T; the ratio, the choice and a
+    target that checks the choice land in the run, its table and the page."""
+    from attnlib import decode, kernels
+    from benchmarks import fastpaths
+    from benchmarks.report import _num, render_fastpaths
+
+    if not kernels._HAS_ROWS:
+        pytest.skip("no fbgemm embedding-bag kernel in this PyTorch build")
+    monkeypatch.setattr(kernels, "CACHE_BYTES", 0)
+    result = fastpaths.run(settings_for("smoke", "cpu", 1), log=lambda *a: None)
+    (run,) = result["runs"]
+    check_comparison(run["streamed_kinds"], {"bags", "mm"})
+    assert run["mm_over_bags_step"] == run["streamed_kinds"]["ratio"]["mm"]
+    assert run["streamed_rows"] == decode.STREAMED_ROWS
+    (target,) = [t for t in result["targets"] if "one-token products as chosen" in t["name"]]
+    want = run["mm_over_bags_step"] if decode.STREAMED_ROWS == "mm" else 1 / run["mm_over_bags_step"]
+    assert target["value"] == pytest.approx(want)
+    assert "mm W^T/bags step" in fastpaths.table(result)
+    page = render_fastpaths({"benchmarks": {"fastpaths": result}})
+    assert "one-token products, mm W^T / bags" in page and f"| {_num(run['mm_over_bags_step'])} |" in page
+
+
 def test_crossover_smoke(tmp_path: Path) -> None:
     """The benchmark behind attnlib.kernels' size bounds (its own --only, like smollm2)."""
     out = tmp_path / "cx.json"

@@ -24,6 +24,13 @@ LAYOUTS = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _bags_for_streamed_models(monkeypatch):
+    """The tests of streamed models below were written for the embedding bags (RowBlocks), the
+    choice off Intel CPUs; the "mm" choice (decode.STREAMED_ROWS on Intel) has tests of its own."""
+    monkeypatch.setattr(decode, "STREAMED_ROWS", "bags")
+
+
 def model_for(layout: str, seed: int = 0) -> GPT:
     torch.manual_seed(seed)
     cfg = TransformerConfig(vocab_size=97, d_model=32, n_heads=4, n_layers=2, max_len=64, **LAYOUTS[layout])
@@ -578,6 +585,35 @@ def test_one_token_steps_of_a_small_model_take_contiguous_transposed_copies(layo
             fast.step(ids[:1, 8:9], cache)
         assert len(rows) == 3
         assert FastDecoder.for_model(gpt.double()).plain_rows is False
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_streamed_models_may_take_contiguous_transposed_copies(layout, monkeypatch):
+    """decode.STREAMED_ROWS = "mm": a model over the caches takes the _RowProduct copies for its
+    one-token steps instead of the embedding bags, through the same _row_step; prompts and
+    chunks keep the general path (oneDNN from MIN_MACS_STREAMED); every step equals the model's
+    forward. The default follows the CPU's vendor ("mm" on Intel)."""
+    monkeypatch.setattr(kernels, "CACHE_BYTES", 0)
+    monkeypatch.setattr(kernels, "MIN_MACS_STREAMED", 1)
+    monkeypatch.setattr(decode, "STREAMED_ROWS", "mm")
+    gpt = model_for(layout, seed=7)
+    ids = torch.randint(0, 97, (1, 14), generator=torch.Generator().manual_seed(8))
+    rows = []
+    row_step = FastDecoder._row_step
+    monkeypatch.setattr(FastDecoder, "_row_step", lambda self, *a: rows.append(1) or row_step(self, *a))
+    with torch.no_grad():
+        fast = FastDecoder.for_model(gpt)
+        assert fast.streamed and fast.plain_rows and not fast.transposed
+        assert isinstance(fast.head_rows, decode._RowProduct) and gpt.__dict__["_transposed"][0][0] == "mm"
+        ours, ref = KVCache(), KVCache()
+        for a, b in [(0, 6), (6, 7), (7, 8), (8, 12), (12, 13), (13, 14)]:
+            got = fast.step(ids[:, a:b], ours)
+            torch.testing.assert_close(got, gpt(ids[:, a:b], cache=ref).logits[:, -1], atol=1e-5, rtol=1e-5)
+    assert len(rows) == 4  # the one-token steps
+    assert decode.STREAMED_ROWS in ("mm", "bags")
+    want = "mm" if decode._cpu_vendor() == "GenuineIntel" else "bags"
+    monkeypatch.undo()  # the module's own default
+    assert decode.STREAMED_ROWS == want
 
 
 def test_plain_copies_are_kept_rebuilt_and_dropped():
