@@ -11,9 +11,10 @@ out. It returns the logits of the last position only (the only ones sampling rea
 prompt's pass does not multiply every prompt token by the LM head. For a model larger than a
 last-level cache (``kernels.CACHE_BYTES``), whose one-token steps read every weight from memory,
 it lets oneDNN take smaller products than elsewhere (``kernels.MIN_MACS_STREAMED``), and on x86
-CPUs its one-token steps multiply by transposed copies of the weights, W^T (in, out), cut into
-column blocks (``kernels.RowBlocks``), with which one token's products read the weights at close
-to the memory's rate. Those copies cost the model's size in memory once more; they are built at
+CPUs its one-token steps multiply by transposed copies of the weights, W^T (in, out), with which
+one token's products read the weights at close to the memory's rate: cut into column blocks for
+the embedding bag (``kernels.RowBlocks``), or on Intel CPUs whole and contiguous, multiplied by
+MKL (:class:`_RowProduct`; ``STREAMED_ROWS`` says which). Those copies cost the model's size in memory once more; they are built at
 the first decode and kept on the model while it stays in eval mode, its parameters do not change
 and the thread count stays the same (``model.train()`` drops them; ``kernels.USE_ROWS = False``
 stops their use). Prompts and batches use the module's own weights.

@@ -65,7 +65,10 @@ embedding-bag kernel (fbgemm's, on x86 builds) computes exactly that: "look up t
 each by its weight, add them up". It reads the same weight at 0.86 of that rate, and was the
 fastest of the three for every streamed shape measured, on one and two threads
 (``benchmarks/crossover.py``). :func:`linear_t` takes the transposed weight and uses
-it for one float32 row on the CPU (``USE_ROWS`` switches it off).
+it for one float32 row on the CPU (``USE_ROWS`` switches it off). (On a later Intel Xeon VM,
+MKL's own product on the same contiguous W^T, ``torch.mm(x, wt)``, read GPT-2 small's weights
+faster still, ~12% above the embedding bag; ``attnlib.decode.STREAMED_ROWS`` chooses it on
+Intel CPUs.)
 
 How W^T is laid out matters too. fbgemm's kernel reads one table row per input, prefetching a
 fixed number of rows ahead; with GPT-2's rows of 2304 to 50257 floats that runs ahead too little.
