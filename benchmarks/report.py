@@ -253,7 +253,7 @@ def render_fastpaths(doc: dict) -> str:
                r.get("generate_loop_over_raw_step"), r.get("generate_loop_us_per_token")] for r in fp["runs"]]
     return (_md_table(["shape", "T", "cache", "fused / 3 linears", "prealloc / concat", "oneDNN / F.linear fwd",
                        "attnlib kernels / F.linear step", "LM head, huge pages / F.linear",
-                       "one-token products, mm W^T / bags", "compiled / eager"],
+                       "1-token mm W^T / bags", "compiled / eager"],
                       kernels) + "\n"
             + _md_table(["shape", "cache tokens", "raw loop step ms", "forward step / raw", "generate step / raw",
                          "generate - raw, us"], python))
