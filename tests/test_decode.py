@@ -531,6 +531,14 @@ def test_one_token_steps_take_the_row_step_whatever_the_thread_count(layout, mon
     assert len(rows) == 5 and ours.seq_len == 12
 
 
+def count_row_steps(monkeypatch) -> list:
+    """A list that gets one entry per call of FastDecoder._row_step (which still runs)."""
+    rows = []
+    row_step = FastDecoder._row_step
+    monkeypatch.setattr(FastDecoder, "_row_step", lambda self, *a: rows.append(1) or row_step(self, *a))
+    return rows
+
+
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_one_token_steps_of_a_small_model_take_contiguous_transposed_copies(layout, monkeypatch):
     """A model within the caches (float32, CPU): a one-token step of one sequence goes through
@@ -540,9 +548,7 @@ def test_one_token_steps_of_a_small_model_take_contiguous_transposed_copies(layo
     and USE_PLAIN_ROWS = False (read at each step) take the general path; float64 builds none."""
     gpt = model_for(layout, seed=3)
     ids = torch.randint(0, 97, (2, 12), generator=torch.Generator().manual_seed(4))
-    rows = []
-    row_step = FastDecoder._row_step
-    monkeypatch.setattr(FastDecoder, "_row_step", lambda self, *a: rows.append(1) or row_step(self, *a))
+    rows = count_row_steps(monkeypatch)
     with torch.no_grad():
         fast = FastDecoder.for_model(gpt)
         assert fast.plain_rows and not fast.transposed and not fast.streamed
@@ -598,9 +604,7 @@ def test_streamed_models_may_take_contiguous_transposed_copies(layout, monkeypat
     monkeypatch.setattr(decode, "STREAMED_ROWS", "mm")
     gpt = model_for(layout, seed=7)
     ids = torch.randint(0, 97, (1, 14), generator=torch.Generator().manual_seed(8))
-    rows = []
-    row_step = FastDecoder._row_step
-    monkeypatch.setattr(FastDecoder, "_row_step", lambda self, *a: rows.append(1) or row_step(self, *a))
+    rows = count_row_steps(monkeypatch)
     with torch.no_grad():
         fast = FastDecoder.for_model(gpt)
         assert fast.streamed and fast.plain_rows and not fast.transposed
