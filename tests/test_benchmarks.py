@@ -222,7 +222,7 @@ def test_fastpaths_times_both_one_token_kernels_of_a_streamed_model(monkeypatch:
     assert target["value"] == pytest.approx(want)
     assert "mm W^T/bags step" in fastpaths.table(result)
     page = render_fastpaths({"benchmarks": {"fastpaths": result}})
-    assert "1-token mm W^T / bags" in page and f"| {_num(run['mm_over_bags_step'])} |" in page
+    assert "decode step, 1-token mm W^T / bags" in page and f"| {_num(run['mm_over_bags_step'])} |" in page
 
 
 def test_crossover_smoke(tmp_path: Path) -> None:
