@@ -14,10 +14,11 @@ it lets oneDNN take smaller products than elsewhere (``kernels.MIN_MACS_STREAMED
 CPUs its one-token steps multiply by transposed copies of the weights, W^T (in, out), with which
 one token's products read the weights at close to the memory's rate: cut into column blocks for
 the embedding bag (``kernels.RowBlocks``), or on Intel CPUs whole and contiguous, multiplied by
-MKL (:class:`_RowProduct`; ``STREAMED_ROWS`` says which). Those copies cost the model's size in memory once more; they are built at
-the first decode and kept on the model while it stays in eval mode, its parameters do not change
-and the thread count stays the same (``model.train()`` drops them; ``kernels.USE_ROWS = False``
-stops their use). Prompts and batches use the module's own weights.
+MKL (:class:`_RowProduct`; ``STREAMED_ROWS`` says which). Those copies cost the model's size in
+memory once more; they are built at the first decode and kept on the model while it stays in
+eval mode, its parameters do not change and the thread count stays the same (``model.train()``
+drops them; ``kernels.USE_ROWS = False`` stops the use of the bags, ``USE_PLAIN_ROWS = False``
+that of the contiguous copies). Prompts and batches use the module's own weights.
 
 A model within the caches gets plain copies instead: each matrix of a one-token step transposed
 and contiguous, W^T (in, out), with its biases stacked alongside (:class:`_RowProduct`, float32
@@ -61,6 +62,7 @@ from .norms import RMSNorm
 from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding
 
 _NORMS = (nn.LayerNorm, RMSNorm)
+_POS = (type(None), LearnedPositionalEmbedding, SinusoidalPositionalEncoding)
 # one-token steps of a model within the caches through contiguous W^T copies (_RowProduct)
 USE_PLAIN_ROWS: bool = True
 
@@ -78,13 +80,12 @@ def _cpu_vendor() -> str:
 
 
 # The one-token products of a model larger than the caches: "bags" (kernels.RowBlocks, the
-# embedding bag) or "mm" (_RowProduct: MKL's product on contiguous W^T). On the Intel Xeon VM
-# of this round "mm" read the weights ~12% faster and made a GPT-2-small step 0.91 of the bags'
+# embedding bag) or "mm" (_RowProduct: MKL's product on contiguous W^T). On an Intel Xeon VM
+# (480 MiB L3) "mm" read the weights ~12% faster and made a GPT-2-small step 0.91 of the bags'
 # time (one and two threads, ad hoc); on the AMD machines of earlier rounds the bags were the
 # fastest of the kernels timed there (oneDNN and F.linear; "mm" was not timed), so they stay
 # the choice elsewhere. ``python -m benchmarks --only fastpaths`` times both.
 STREAMED_ROWS: str = "mm" if _cpu_vendor() == "GenuineIntel" else "bags"
-_POS = (type(None), LearnedPositionalEmbedding, SinusoidalPositionalEncoding)
 
 
 def _hooked(model: nn.Module) -> bool:
@@ -201,16 +202,15 @@ def _plain_rows_ok(x: Tensor) -> bool:
 class _RowProduct:
     """One row x (1, in) times a weight held transposed and contiguous, W^T (in, out), plus the
     bias: one ``addmm`` (``mm`` without a bias). For one row MKL's product reads W^T's rows in
-    order; with the module's W (out, in) it takes its transposed-operand path, ~1.5 us slower
-    per call on the book's machines, and ``F.linear`` adds ~0.5 us of its own."""
+    order; with the module's W (out, in) it takes its transposed-operand path, ~1.4 us slower
+    per call for 128 x 384 on the book's Intel VM, and ``F.linear`` adds ~0.5 us of its own."""
 
-    __slots__ = ("wt", "bias", "n_in", "n_out", "table")
+    __slots__ = ("wt", "bias", "n_in", "n_out")
 
     def __init__(self, group: list[tuple[Tensor, Optional[Tensor]]], table: Optional[Tensor] = None) -> None:
         wt = torch.cat([w for w, _ in group]).t()  # (in, out)
         self.wt = wt.contiguous() if table is None else table.copy_(wt)
         self.n_in, self.n_out = self.wt.shape
-        self.table = self.wt  # the memory a call reads, named as kernels.RowBlocks names it
         self.bias = None
         if any(b is not None for _, b in group):  # zeros where a stacked map has none
             self.bias = torch.cat([w.new_zeros(w.shape[0]) if b is None else b for w, b in group])
@@ -239,9 +239,9 @@ def _build_plain(model: Any) -> list[_RowProduct]:
 class _Layer:
     """One GPT block's weights for the decode loop: the module's own (with the q/k/v stack
     ``fused_qkv`` keeps), multiplied by ``kernels.linear``, and for a model whose one-token
-    steps take the embedding bag, ``rows``: its :class:`kernels.RowBlocks` (q/k/v, out, fc1 with
-    the gate stacked under it where there is one, fc2), from an iterator over
-    :func:`_transposed_weights`."""
+    steps take transposed copies, ``rows``: its :class:`kernels.RowBlocks` or
+    :class:`_RowProduct` (q/k/v, out, fc1 with the gate stacked under it where there is one,
+    fc2), from an iterator over :func:`_transposed_weights` or :func:`_transposed_plain`."""
 
     def __init__(self, layer: DecoderLayer, transposed: Optional[Any] = None) -> None:
         mha, ffn = layer.self_attn, layer.ffn
@@ -274,9 +274,11 @@ class FastDecoder:
     model's own forward. :meth:`step` runs ``ids`` (B, T) after the ``cache.seq_len`` tokens the
     cache holds, appends their keys and values, and returns the next-token logits (B, vocab) of
     the last position. The weights are fetched when it is built: build a new one after changing
-    the model (``generate`` builds one per call). ``transposed``: whether it multiplies by
-    transposed copies of the weights (a model larger than the caches, float32 on an x86 CPU);
-    ``bias_rows``: whether the layers' copies hold their biases as a last row.
+    the model (``generate`` builds one per call). ``transposed``: whether its one-token steps
+    multiply by transposed copies cut for the embedding bag (a model larger than the caches,
+    float32 on an x86 CPU, ``STREAMED_ROWS`` "bags"); ``plain_rows``: whether they multiply by
+    contiguous W^T copies instead (float32 on the CPU, a model within the caches or
+    ``STREAMED_ROWS`` "mm"); ``bias_rows``: whether the bag copies hold the biases as a last row.
     """
 
     def __init__(self, model: Any) -> None:
@@ -287,8 +289,8 @@ class FastDecoder:
         self.streamed = sum(p.numel() * p.element_size() for p in model.parameters()) > kernels.CACHE_BYTES
         self.transposed = (self.streamed and STREAMED_ROWS == "bags"
                            and all(kernels.rows_available(p) for p in model.parameters()))
-        # a model within the caches: one-token steps multiply by contiguous W^T copies, one
-        # addmm each (_RowProduct), through the same lean step as the embedding bags
+        # otherwise (a model within the caches, or STREAMED_ROWS "mm"): one-token steps multiply
+        # by contiguous W^T copies, one addmm each (_RowProduct), through the same lean step
         self.plain_rows = ((not self.streamed or STREAMED_ROWS == "mm") and USE_PLAIN_ROWS
                            and all(p.dtype == torch.float32 and p.device.type == "cpu" for p in model.parameters()))
         mats = (iter(_transposed_weights(model)) if self.transposed
@@ -298,7 +300,7 @@ class FastDecoder:
         self.layers = [_Layer(layer, mats) for layer in model.layers]
         self.norm_f = None if model.norm_f is None else _Norm(model.norm_f)
         self.head = model.lm_head.weight  # (vocab, C), bias-free
-        # one-token steps (see _row_step): the LM head's RowBlocks
+        # one-token steps (see _row_step): the LM head's copy
         self.head_rows = next(mats) if mats is not None else None
         self.linear = linear
         self.spec = cache_spec(model)
@@ -313,8 +315,8 @@ class FastDecoder:
                 for w, b in (p for p in (layer.qkv, layer.out, layer.fc1, layer.gate, layer.fc2) if p)]
 
     def row_products(self) -> list:
-        """The products a one-token step calls (:class:`kernels.RowBlocks`, or
-        :class:`_RowProduct` for a model within the caches), in its order, the LM head's last
+        """The products a one-token step calls (:class:`kernels.RowBlocks` or
+        :class:`_RowProduct`), in its order, the LM head's last
         (empty where the step keeps the general path)."""
         if self.head_rows is None:
             return []

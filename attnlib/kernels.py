@@ -128,7 +128,7 @@ CACHE_BYTES: int = 32 << 20
 USE_HUGE_PAGES: bool = True
 HUGE_PAGE: int = 2 << 20
 # a result this large (bytes) is a fresh mapping from the C library at every call (glibc's largest
-# mmap threshold): linear writes it into huge_page_empty instead (see the module docstring)
+# mmap threshold): linear writes it into result_empty instead (see the module docstring)
 BIG_OUTPUT: int = 32 << 20
 # the mappings of such results, kept once no tensor uses them and handed to the next one that fits
 # (KEEP_RESULTS of them at most; release_results() unmaps the idle ones): [mapping, weak ref]
