@@ -21,6 +21,9 @@ All ratios come from one ``compare()`` call per pair (interleaved rounds, same l
   ``generate`` (``attnlib.decode.FastDecoder``) and a raw loop with the same weights and the same
   matmul kernels (``F.layer_norm``, ``FastDecoder.linear``, ``F.scaled_dot_product_attention``,
   in-place cache writes, no checks), so ``attnlib - raw`` is what the library's Python costs;
+* small exact GELU (CPU): ``kernels.gelu`` (ATen's kernel below ``kernels.GELU_ATEN_MAX``
+  elements) against ``F.gelu`` (oneDNN's eltwise primitive) on one row of the FFN's hidden layer,
+  what a one-token step's GELU sees;
 * ``torch.compile`` (``--compile`` only; compiling takes minutes on a busy CPU): the compiled
   forward against the eager one.
 """
@@ -139,7 +142,7 @@ def raw_step_fn(gpt: attnlib.GPT, length: int, vocab_size: int, device: str, see
                 a = F.scaled_dot_product_attention(q, ks[i], vs[i])  # (1, H, 1, D)
                 x = x + o(a.reshape(1, C))
                 h = F.layer_norm(x, (C,), n3.weight, n3.bias, eps)
-                x = x + f2(F.gelu(f1(h), approximate=approximate))
+                x = x + f2(kernels.gelu(f1(h), approximate))
             return head(F.layer_norm(x, (C,), nf.weight, nf.bias, eps))
 
         return row_step
@@ -158,7 +161,7 @@ def raw_step_fn(gpt: attnlib.GPT, length: int, vocab_size: int, device: str, see
                                                enable_gqa=G != H)  # (1, H, 1, D)
             x = x + lin(a.transpose(1, 2).reshape(1, 1, C), o, ob, m)
             h = F.layer_norm(x, (C,), n3.weight, n3.bias, eps)
-            x = x + lin(F.gelu(lin(h, *f1, m), approximate=approximate), *f2, m)
+            x = x + lin(kernels.gelu(lin(h, *f1, m), approximate), *f2, m)
         return lin(F.layer_norm(x, (C,), nf.weight, nf.bias, eps), fast.head, None, m)[:, -1]
 
     return step
@@ -208,6 +211,12 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print, compi
                     torch.testing.assert_close(kind_steps[kind](), step(), **tol)
                 kinds = compare(kind_steps, settings, baseline="bags")
             del probe
+            gelu_row = None  # one row of the hidden layer, as a one-token step's GELU sees it
+            if settings.device == "cpu":
+                u = torch.randn(1, cfg.d_ff, generator=g)
+                torch.testing.assert_close(kernels.gelu(u), F.gelu(u), atol=1e-6, rtol=1e-6)
+                gelu_row = compare({"aten": lambda: kernels.gelu(u), "f_gelu": lambda: F.gelu(u)}, settings,
+                                   baseline="f_gelu")
             head = gpt.lm_head.weight
             h = torch.randn(BIG_ROWS, cfg.d_model, generator=g).to(settings.device, head.dtype)
             big = None
@@ -229,6 +238,7 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print, compi
             "big_result": big, "big_result_over_f_linear": big["ratio"]["huge_pages"] if big else None,
             "streamed_kinds": kinds, "streamed_rows": decode.STREAMED_ROWS,
             "mm_over_bags_step": kinds["ratio"]["mm"] if kinds else None,
+            "gelu_row": gelu_row, "small_gelu_over_f_gelu": gelu_row["ratio"]["aten"] if gelu_row else None,
             "compile": None,
         }
         if compile_variant:
@@ -266,6 +276,10 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print, compi
             targets.append(Target(f"fast paths {r['shape']}: decode step, one-token products as chosen "
                                   f"({chosen}) / the other way", ratio, "<=", 1.0,
                                   "decode.STREAMED_ROWS picks the faster kernel for this CPU"))
+        if r.get("small_gelu_over_f_gelu") is not None:
+            targets.append(Target(f"fast paths {r['shape']}: exact GELU of one hidden row, kernels.gelu / F.gelu",
+                                  r["small_gelu_over_f_gelu"], "<=", 1.0,
+                                  "ATen's kernel instead of oneDNN's fixed cost per call"))
         if r.get("big_result_over_f_linear") is not None:
             targets.append(Target(f"fast paths {r['shape']}: LM head over {BIG_ROWS} tokens, huge pages / F.linear",
                                   r["big_result_over_f_linear"], "<=", 1.0,
@@ -278,9 +292,11 @@ def table(result: dict) -> str:
     rows = [[r["shape"], r["T"], r["cache_len"], r["fused_over_unfused"], r["preallocated_over_concat"],
              r.get("onednn_over_f_linear"), r.get("onednn_step_over_f_linear_step"),
              r.get("big_result_over_f_linear") or "-", r.get("mm_over_bags_step") or "-",
+             r.get("small_gelu_over_f_gelu") or "-",
              r["attnlib_over_raw_step"], r.get("generate_loop_over_raw_step"), r.get("generate_loop_us_per_token"),
              r["compile"]["ratio"]["compiled"] if r.get("compile") else "not run"] for r in result["runs"]]
     return fmt_table(["shape", "T", "cache", "fused/3 linears", "prealloc/concat", "oneDNN/F.linear",
                       "oneDNN/F.linear step", "large result huge pages/F.linear", "mm W^T/bags step",
+                      "GELU row kernels/F",
                       "forward step/raw",
                       "generate step/raw", "generate us/token over raw", "compiled/eager"], rows)

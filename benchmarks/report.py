@@ -248,14 +248,14 @@ def render_fastpaths(doc: dict) -> str:
     kernels = [[r["shape"], r["T"], r["cache_len"], r["fused_over_unfused"], r["preallocated_over_concat"],
                 r.get("onednn_over_f_linear"), r.get("big_result_over_f_linear"),
                 r["compile"]["ratio"]["compiled"] if r.get("compile") else "not run"] for r in fp["runs"]]
-    steps = [[r["shape"], r["cache_len"], r.get("onednn_step_over_f_linear_step"), r.get("mm_over_bags_step")]
-             for r in fp["runs"]]
+    steps = [[r["shape"], r["cache_len"], r.get("onednn_step_over_f_linear_step"), r.get("mm_over_bags_step"),
+              r.get("small_gelu_over_f_gelu")] for r in fp["runs"]]
     python = [[r["shape"], r["cache_len"], r["overhead"]["median_s"]["raw_sdpa_loop"] * 1e3, r["attnlib_over_raw_step"],
                r.get("generate_loop_over_raw_step"), r.get("generate_loop_us_per_token")] for r in fp["runs"]]
     return (_md_table(["shape", "T", "cache", "fused / 3 linears", "prealloc / concat", "oneDNN / F.linear fwd",
                        "LM head, huge pages / F.linear", "compiled / eager"], kernels) + "\n"
             + _md_table(["shape", "cache tokens", "decode step, attnlib kernels / F.linear",
-                         "decode step, 1-token mm W^T / bags"], steps) + "\n"
+                         "decode step, 1-token mm W^T / bags", "GELU of one row, kernels.gelu / F.gelu"], steps) + "\n"
             + _md_table(["shape", "cache tokens", "raw loop step ms", "forward step / raw", "generate step / raw",
                          "generate - raw, us"], python))
 

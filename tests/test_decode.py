@@ -127,6 +127,76 @@ def test_hooks_still_fire_during_generate():
     assert seen == [3, 1, 1, 1]
 
 
+_F_GELU = nn.functional.gelu
+
+
+def _recording_gelu(monkeypatch):
+    """Patch F.gelu to record whether oneDNN was enabled at each call; return the record."""
+    seen = []
+
+    def recorder(x, approximate="none"):
+        seen.append(torch.backends.mkldnn.enabled)
+        return _F_GELU(x, approximate=approximate)
+
+    monkeypatch.setattr(nn.functional, "gelu", recorder)
+    return seen
+
+
+@pytest.mark.parametrize("shape", [(1, 64), (1, 3072), (3, 7, 500), (4, 128, 512)])
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_equals_f_gelu(shape, approximate):
+    """kernels.gelu agrees with F.gelu (small or large, erf or tanh), values and gradients, and
+    leaves oneDNN enabled."""
+    torch.manual_seed(0)
+    x = (3 * torch.randn(shape)).requires_grad_()
+    got = kernels.gelu(x, approximate)
+    want = nn.functional.gelu(x, approximate=approximate)
+    torch.testing.assert_close(got, want, atol=2e-6, rtol=1e-6)
+    g = torch.randn(shape)
+    (got_grad,), (want_grad,) = (torch.autograd.grad(y, x, g) for y in (got, want))
+    torch.testing.assert_close(got_grad, want_grad, atol=2e-6, rtol=1e-6)
+    assert torch.backends.mkldnn.enabled
+
+
+def test_small_exact_gelu_skips_onednn(monkeypatch):
+    """Below GELU_ATEN_MAX elements the exact GELU runs with oneDNN off (ATen's kernel), at and
+    above it, for "tanh" and with USE_ATEN_GELU off with oneDNN as set; the flag comes back on
+    even when the call raises, and stays off if the caller had turned it off."""
+    seen = _recording_gelu(monkeypatch)
+    n = kernels.GELU_ATEN_MAX
+    kernels.gelu(torch.randn(1, n - 1))
+    kernels.gelu(torch.randn(1, n))
+    kernels.gelu(torch.randn(1, 8), "tanh")
+    monkeypatch.setattr(kernels, "USE_ATEN_GELU", False)
+    kernels.gelu(torch.randn(1, 8))
+    assert seen == [False, True, True, True]
+    monkeypatch.setattr(kernels, "USE_ATEN_GELU", True)
+
+    def broken(x, approximate="none"):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(nn.functional, "gelu", broken)
+    with pytest.raises(RuntimeError, match="boom"):
+        kernels.gelu(torch.randn(1, 8))
+    assert torch.backends.mkldnn.enabled
+    seen = _recording_gelu(monkeypatch)
+    with torch.backends.mkldnn.flags(enabled=False):
+        kernels.gelu(torch.randn(1, 8))
+        assert not torch.backends.mkldnn.enabled
+    assert seen == [False] and torch.backends.mkldnn.enabled
+
+
+def test_decode_step_gelu_takes_aten(monkeypatch):
+    """A one-token step of a default (exact GELU) model computes its GELU with oneDNN off, and
+    the module's forward agrees with F.gelu everywhere (the FFN's GELU goes through kernels.gelu)."""
+    gpt = model_for("gpt2")
+    prompt = torch.tensor([[5, 6, 7]])
+    want = gpt.generate(prompt, 4, temperature=0.0, use_cache=False)
+    seen = _recording_gelu(monkeypatch)
+    assert torch.equal(gpt.generate(prompt, 4, temperature=0.0), want)
+    assert seen and not any(seen)  # 3 x 128 and 1 x 128 hidden rows: all below GELU_ATEN_MAX
+
+
 def test_onednn_linear_equals_f_linear(monkeypatch):
     """kernels.linear may pick oneDNN; it must agree with F.linear to float32 rounding, and
     stay out of autograd, other dtypes and small matmuls."""
