@@ -232,6 +232,28 @@ def test_sample_next_refuses_nan_logits(temperature):
         sample_next(dead, temperature=temperature)
 
 
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_sample_next_refuses_inf_and_takes_huge_finite_logits(temperature):
+    """+inf anywhere is refused (also beside -inf: their sum is NaN); finite logits whose sum
+    overflows float32 are still sampled from (the one-pass test only falls back to the full one)."""
+    for bad in ([0.0, float("inf"), 1.0], [float("-inf"), float("inf"), 1.0]):
+        with pytest.raises(ValueError, match=r"logits contain \+inf \(row 1\)"):
+            sample_next(torch.tensor([[0.0, 1.0, 2.0], bad]), temperature=temperature)
+    huge = torch.tensor([[3e38, 3e38, 3.1e38, 3e38]] * 2)
+    assert not torch.isfinite(huge.sum())
+    assert sample_next(huge, temperature=0.0).tolist() == [[2], [2]]
+    assert sample_next(huge, temperature=1e-30, generator=torch.Generator().manual_seed(0)).tolist() == [[2], [2]]
+
+
+def test_greedy_takes_the_first_of_equal_maxima():
+    """As argmax does: ties go to the lowest token id (here across a 50,257-token row)."""
+    logits = torch.zeros(3, 50257)
+    logits[0, [7, 9000, 50000]] = 5.0
+    logits[1, [50256, 3]] = 1.0
+    assert sample_next(logits, temperature=0.0).tolist() == [[7], [3], [0]]
+    assert torch.equal(sample_next(logits, temperature=0.0), logits.argmax(-1, keepdim=True))
+
+
 def test_temperature_type_and_tiny_temperatures():
     logits = torch.tensor([[0.0, 3.0, 1.0], [2.0, 1.0, 0.0]])
     with pytest.raises(TypeError, match="temperature must be a number.*None"):
