@@ -197,6 +197,34 @@ def test_decode_step_gelu_takes_aten(monkeypatch):
     assert seen and not any(seen)  # 3 x 128 and 1 x 128 hidden rows: all below GELU_ATEN_MAX
 
 
+def test_row_step_rope_and_norms_equal_the_modules():
+    """The one-token step's RoPE (halves swapped times signed sin) equals
+    RotaryEmbedding.rotate bit for bit; its RMSNorm of one row (dot, addcmul) equals the
+    module's to float32 rounding; LayerNorm rows are the module's."""
+    from attnlib import RMSNorm, RotaryEmbedding
+
+    torch.manual_seed(0)
+    rope = RotaryEmbedding(16)
+    cos, sin = rope.cos_sin(40, torch.device("cpu"), torch.float32)
+    x = torch.randn(1, 6, 1, 16)
+    with torch.no_grad():
+        fast = FastDecoder.for_model(model_for("llama"))
+    for p in (0, 7, 39):
+        c, s_ = cos[p:p + 1], sin[p:p + 1]
+        want = RotaryEmbedding.rotate(x, c, s_)
+        assert torch.equal(decode._rotate_rolled(x, c, s_ * fast._rope_sign(s_)), want)
+    for C in (8, 576, 1000):
+        norm = RMSNorm(C, eps=1e-5)
+        with torch.no_grad():
+            norm.weight.copy_(torch.randn(C))
+        for scale in (1e-3, 1.0, 1e3):
+            row = scale * torch.randn(1, C)
+            torch.testing.assert_close(decode._Norm(norm).row(row), norm(row), atol=1e-6, rtol=2e-6)
+    ln = nn.LayerNorm(32)
+    row = torch.randn(1, 32)
+    assert torch.equal(decode._Norm(ln).row(row), ln(row))
+
+
 def test_onednn_linear_equals_f_linear(monkeypatch):
     """kernels.linear may pick oneDNN; it must agree with F.linear to float32 rounding, and
     stay out of autograd, other dtypes and small matmuls."""
