@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, Iterator, Optional
 
 import torch
@@ -143,15 +143,21 @@ def generate_decoder_only(model: Any, input_ids: Tensor, max_new_tokens: int, *,
             cache.reserve(max_new_tokens)  # room for every new token: no reallocation while decoding
         # the same steps with less Python per token, where that cannot change them (attnlib/decode.py)
         fast = FastDecoder.for_model(model) if use_cache else None
-        step_input = ids[:, :T]  # the whole prompt first, then one token at a time when cached
-        for t in range(T, T + max_new_tokens):
-            if fast is not None:
-                logits = fast.step(step_input, cache)  # (B, V)
-            else:
-                logits = model(step_input, cache=cache).logits[:, -1, :]  # (B, V)
-            ids[:, t:t + 1] = sample_next(logits, temperature=temperature, top_k=top_k, top_p=top_p,
-                                          generator=generator)  # (B, 1)
-            step_input = ids[:, t:t + 1] if use_cache else ids[:, :t + 1]
+        # The fast loop runs under inference mode (no version counters, no view tracking: a
+        # tiny model's step 10-13% faster, ad hoc). What it makes there (the cache, logits,
+        # sampled ids) stays inside this function: ``ids`` was made before it and is only
+        # written into, so the caller gets an ordinary tensor; the model's kept copies (q/k/v
+        # stack, W^T) were built by for_model above, outside it.
+        with torch.inference_mode() if fast is not None else nullcontext():
+            step_input = ids[:, :T]  # the whole prompt first, then one token at a time when cached
+            for t in range(T, T + max_new_tokens):
+                if fast is not None:
+                    logits = fast.step(step_input, cache)  # (B, V)
+                else:
+                    logits = model(step_input, cache=cache).logits[:, -1, :]  # (B, V)
+                ids[:, t:t + 1] = sample_next(logits, temperature=temperature, top_k=top_k, top_p=top_p,
+                                              generator=generator)  # (B, 1)
+                step_input = ids[:, t:t + 1] if use_cache else ids[:, :t + 1]
     return ids
 
 

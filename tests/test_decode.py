@@ -225,6 +225,32 @@ def test_row_step_rope_and_norms_equal_the_modules():
     assert torch.equal(decode._Norm(ln).row(row), ln(row))
 
 
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_generate_under_inference_mode_leaves_nothing_behind(layout):
+    """generate's fast loop runs under inference mode: the ids it returns are an ordinary tensor
+    (writable in place, usable under autograd), the model trains afterwards (forward and
+    backward, the kept copies rebuilt with the new weights), and generate also works inside the
+    caller's own inference mode, with the same tokens as recomputation."""
+    gpt = model_for(layout)
+    prompt = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    want = gpt.generate(prompt, 5, temperature=0.0, use_cache=False)
+    for batch in (prompt, prompt[:1]):
+        out = gpt.generate(batch, 5, temperature=0.0)
+        assert torch.equal(out, want[:batch.shape[0]]) and not out.is_inference()
+        out[0, 0] = 7  # in place outside inference mode: not allowed on an inference tensor
+    opt = torch.optim.SGD(gpt.parameters(), lr=0.5)
+    gpt.train()
+    loss = gpt(out).logits.logsumexp(-1).mean()
+    loss.backward()
+    opt.step()
+    gpt.eval()
+    after = gpt.generate(prompt[:1], 5, temperature=0.0)
+    assert torch.equal(after, gpt.generate(prompt[:1], 5, temperature=0.0, use_cache=False))
+    with torch.inference_mode():
+        inside = gpt.generate(prompt[:1], 5, temperature=0.0)
+    assert torch.equal(inside, after)
+
+
 def test_onednn_linear_equals_f_linear(monkeypatch):
     """kernels.linear may pick oneDNN; it must agree with F.linear to float32 rounding, and
     stay out of autograd, other dtypes and small matmuls."""
