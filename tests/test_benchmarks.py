@@ -105,6 +105,9 @@ def check_document(doc: dict, benchmarks: set[str]) -> None:
             assert run["fused_over_unfused"] == run["fused_qkv"]["ratio"]["fused"]
             assert run["preallocated_over_concat"] == run["preallocated_cache"]["ratio"]["preallocated"]
             assert run["attnlib_over_raw_step"] == run["overhead"]["ratio"]["attnlib"]
+            if run.get("gelu_row") is not None:
+                check_comparison(run["gelu_row"], {"aten", "f_gelu"})
+                assert run["small_gelu_over_f_gelu"] == run["gelu_row"]["ratio"]["aten"]
             if run.get("big_result") is not None:
                 check_comparison(run["big_result"], {"huge_pages", "f_linear"})
                 assert run["big_result_over_f_linear"] == run["big_result"]["ratio"]["huge_pages"]
@@ -199,6 +202,12 @@ def test_fastpaths_times_a_large_result_where_there_is_one(monkeypatch: pytest.M
     assert "large result huge pages/F.linear" in fastpaths.table(result)
     page = render_fastpaths({"benchmarks": {"fastpaths": result}})
     assert "LM head, huge pages / F.linear" in page and f"| {_num(run['big_result_over_f_linear'])} |" in page
+    # on the CPU the exact GELU of one hidden row, both ways, with its target, table column and page column
+    check_comparison(run["gelu_row"], {"aten", "f_gelu"})
+    (target,) = [t for t in result["targets"] if "exact GELU of one hidden row" in t["name"]]
+    assert target["value"] == run["small_gelu_over_f_gelu"] == run["gelu_row"]["ratio"]["aten"]
+    assert "GELU row kernels/F" in fastpaths.table(result)
+    assert "GELU of one row, kernels.gelu / F.gelu" in page and f"| {_num(run['small_gelu_over_f_gelu'])} |" in page
 
 
 def test_fastpaths_times_both_one_token_kernels_of_a_streamed_model(monkeypatch: pytest.MonkeyPatch) -> None:
