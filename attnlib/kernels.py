@@ -291,9 +291,9 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     kernel.
 
     On a CPU tensor with oneDNN enabled, ``F.gelu`` (erf, not "tanh") runs oneDNN's eltwise
-    primitive, whose fixed cost is ~6 us per call: 7.1 us for one row of 64 to 3072 floats on
-    the book's Intel VM, against 0.8 to 2.5 us for ATen's vectorised kernel (one thread; oneDNN
-    is faster from ~32k elements: 28 against 35 us at 64k). A decode step calls it once per
+    primitive, whose fixed cost is ~6 us per call: 6.2 to 8.5 us for one row of 64 to 3072
+    floats on the book's Intel VM, against 0.8 to 2.5 us for ATen's vectorised kernel (one
+    thread; oneDNN is faster from ~32k elements: 28 against 35 us at 64k). A decode step calls it once per
     layer on one row. Below ``GELU_ATEN_MAX`` elements this turns oneDNN off for that one call
     (the process-wide flag ``torch.backends.mkldnn.enabled``, restored at once, also if the call
     raises); the two kernels agree to ~1e-6 (tested). Not while ``torch.compile`` traces, nor
