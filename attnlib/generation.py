@@ -144,10 +144,12 @@ def generate_decoder_only(model: Any, input_ids: Tensor, max_new_tokens: int, *,
         # the same steps with less Python per token, where that cannot change them (attnlib/decode.py)
         fast = FastDecoder.for_model(model) if use_cache else None
         # The fast loop runs under inference mode (no version counters, no view tracking: a
-        # tiny model's step 10-13% faster, ad hoc). What it makes there (the cache, logits,
-        # sampled ids) stays inside this function: ``ids`` was made before it and is only
-        # written into, so the caller gets an ordinary tensor; the model's kept copies (q/k/v
-        # stack, W^T) were built by for_model above, outside it.
+        # tiny model's step 10-13% faster, ad hoc). The cache, logits and sampled ids made there
+        # stay inside this function: ``ids`` was made before it and is only written into, so
+        # the caller gets an ordinary tensor. The model's kept copies (q/k/v stack, W^T) were
+        # built by for_model above, outside it; RoPE's tables are made as ordinary tensors
+        # wherever they are first needed (RotaryEmbedding.cos_sin); oneDNN's packed weights and
+        # the embedding bags' indices, kept beside the weights, serve only no-grad calls.
         with torch.inference_mode() if fast is not None else nullcontext():
             step_input = ids[:, :T]  # the whole prompt first, then one token at a time when cached
             for t in range(T, T + max_new_tokens):

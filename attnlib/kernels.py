@@ -140,7 +140,8 @@ _HAS_HUGE_PAGES = hasattr(mmap, "MADV_HUGEPAGE") and hasattr(mmap, "MAP_ANONYMOU
 # of oneDNN's eltwise primitive (see gelu); USE_ATEN_GELU = False leaves every call to F.gelu
 GELU_ATEN_MAX: int = 1 << 14
 USE_ATEN_GELU: bool = True
-_MKLDNN_FLAG = (getattr(torch._C, "_get_mkldnn_enabled", None), getattr(torch._C, "_set_mkldnn_enabled", None))
+_MKLDNN_FLAG = (getattr(torch._C, "_get_mkldnn_enabled", None),  # what torch.backends.mkldnn.enabled
+                getattr(torch._C, "_set_mkldnn_enabled", None))  # reads and sets, without its Python
 
 
 def _onednn_ok(x: Tensor, weight: Tensor, bias: Optional[Tensor], min_macs: Optional[int] = None) -> bool:
@@ -293,8 +294,8 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     On a CPU tensor with oneDNN enabled, ``F.gelu`` (erf, not "tanh") runs oneDNN's eltwise
     primitive, whose fixed cost is ~6 us per call: 6.2 to 8.5 us for one row of 64 to 3072
     floats on the book's Intel VM, against 0.8 to 2.5 us for ATen's vectorised kernel (one
-    thread; oneDNN is faster from ~32k elements: 28 against 35 us at 64k). A decode step calls it once per
-    layer on one row. Below ``GELU_ATEN_MAX`` elements this turns oneDNN off for that one call
+    thread; oneDNN is faster from ~32k elements: 28 against 35 us at 64k). A decode step calls
+    it once per layer on one row. Below ``GELU_ATEN_MAX`` elements this turns oneDNN off for that one call
     (the process-wide flag ``torch.backends.mkldnn.enabled``, restored at once, also if the call
     raises); the two kernels agree to ~1e-6 (tested). Not while ``torch.compile`` traces, nor
     with ``USE_ATEN_GELU`` off."""

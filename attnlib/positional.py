@@ -145,10 +145,13 @@ class RotaryEmbedding(nn.Module):
         held = self._tables.get(key)
         if held is None or held[0].shape[0] < n:
             size = max(n, 2 * held[0].shape[0] if held is not None else 64)
-            pos = torch.arange(size, dtype=torch.float32, device=device)
-            angle = pos[:, None] * self.inv_freq(device)[None, :]  # (size, D/2)
-            angle = torch.cat((angle, angle), dim=-1)  # (size, D): pair i uses the same angle twice
-            held = (angle.cos().to(dtype), angle.sin().to(dtype))
+            # ordinary tensors even when first asked for under torch.inference_mode (generate's
+            # loop): the tables are kept and later used by forwards under autograd
+            with torch.inference_mode(False):
+                pos = torch.arange(size, dtype=torch.float32, device=device)
+                angle = pos[:, None] * self.inv_freq(device)[None, :]  # (size, D/2)
+                angle = torch.cat((angle, angle), dim=-1)  # (size, D): pair i uses the same angle twice
+                held = (angle.cos().to(dtype), angle.sin().to(dtype))
             self._tables[key] = held
         return held
 

@@ -233,7 +233,11 @@ def test_generate_under_inference_mode_leaves_nothing_behind(layout):
     caller's own inference mode, with the same tokens as recomputation."""
     gpt = model_for(layout)
     prompt = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    first = gpt.generate(prompt[:1], 5, temperature=0.0)  # the RoPE tables are made in its loop
+    if gpt.rope is not None:  # kept on the module, so made as ordinary tensors
+        assert gpt.rope._tables and not any(t.is_inference() for pair in gpt.rope._tables.values() for t in pair)
     want = gpt.generate(prompt, 5, temperature=0.0, use_cache=False)
+    assert torch.equal(first, want[:1])
     for batch in (prompt, prompt[:1]):
         out = gpt.generate(batch, 5, temperature=0.0)
         assert torch.equal(out, want[:batch.shape[0]]) and not out.is_inference()

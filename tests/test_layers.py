@@ -172,6 +172,10 @@ def test_rmsnorm_matches_torch_rmsnorm(eps):
     assert [n for n, _ in ours.named_parameters()] == ["weight"]
     x = 3.0 * torch.randn(2, 5, C) + 1.0  # a non-zero mean: RMSNorm must not subtract it
     torch.testing.assert_close(ours(x), ref(x), atol=1e-6, rtol=1e-5)
+    # float32 takes torch.rms_norm: bit for bit the formula written out (the bf16 path below)
+    with torch.no_grad():
+        written = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * ours.weight
+        assert torch.equal(ours(x), written)
     assert not torch.allclose(ours(x), F.layer_norm(x, (C,), ref.weight, None, eps), atol=1e-2)
     x16 = x.bfloat16()
     out16 = ours.to(torch.bfloat16)(x16)
