@@ -1,7 +1,8 @@
 """attnlib: attention and Transformers, small enough to read, tested against PyTorch.
 
 The library behind the interactive Transformer book. See ``DESIGN.md`` in the book repository
-for the API contract; every name below is part of it.
+for the API contract. The names below are the public API: the contract's, and the helpers the
+chapters import (seeding, timing, data, the book's models) so that no notebook repeats them.
 """
 from .attention import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
 from .cache import KVCache
@@ -15,7 +16,7 @@ from .interop import mha_from_torch, mha_to_torch
 from .masks import from_additive, from_hf_attention_mask, from_key_padding, from_nn_mha, to_additive, to_hf_attention_mask, to_key_padding, to_nn_mha
 from .train import train
 from .evaluate import loss_by_position
-from .utils import default_device, seed_everything
+from .utils import best_time, default_device, seed_everything
 from .tokenizers import BPETokenizer, CharTokenizer
 from .data import load_corpus
 from .dates import DateTokenizer, date_pairs
