@@ -111,9 +111,14 @@ def sample_next(logits: Tensor, *, temperature: float = 1.0, top_k: Optional[int
         # ~1/3 of argmax's time for a 50,257-token row on the CPU (23 against 63 us, one thread)
         return logits.max(dim=-1, keepdim=True).indices  # (B, 1)
     scaled = logits / temperature
-    if not bool(torch.isfinite(scaled[torch.isfinite(logits)]).all()):
-        # so small a temperature that logits / temperature overflows: the limit, greedy
-        return logits.argmax(dim=-1, keepdim=True)  # (B, 1)
+    # Only a temperature below 1 can overflow a finite logit (|x / T| <= |x| for T >= 1). Then
+    # one sum says whether every scaled logit is finite; a -inf logit (it stays -inf) or a sum
+    # that overflows takes the exact test, which picks out the finite logits (~15 us for 512
+    # logits and ~400 us for 50,257 on one CPU thread, against ~2 us for the sum).
+    if temperature < 1 and not math.isfinite(float(scaled.sum())):
+        if not bool(torch.isfinite(scaled[torch.isfinite(logits)]).all()):
+            # so small a temperature that logits / temperature overflows: the limit, greedy
+            return logits.argmax(dim=-1, keepdim=True)  # (B, 1)
     logits = scaled
     if top_k is not None and top_k < logits.shape[-1]:
         kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # (B, 1): the k-th largest logit

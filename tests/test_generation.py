@@ -265,6 +265,23 @@ def test_temperature_type_and_tiny_temperatures():
         assert sample_next(logits, temperature=t, top_k=2, generator=gen).tolist() == [[1], [0]]
 
 
+def test_temperature_overflow_test_with_masked_logits():
+    """-inf logits (masked tokens) stay out at every temperature; below 1 the overflow test
+    looks only at the finite logits (their scaled sum is -inf because of the masked ones)."""
+    gen = lambda: torch.Generator().manual_seed(0)
+    masked = torch.tensor([[float("-inf"), 1e38, 0.0, float("-inf")]])
+    # 1e38 / 0.5 = 2e38 is finite: sampled as usual (token 1 has all the probability)
+    assert sample_next(masked, temperature=0.5, generator=gen()).tolist() == [[1]]
+    # 1e38 / 0.25 overflows: the greedy limit, never a masked token
+    assert sample_next(masked, temperature=0.25, generator=gen()).tolist() == [[1]]
+    # temperature >= 1 cannot overflow: the same draw as softmax + multinomial by hand
+    logits = torch.tensor([[0.5, float("-inf"), 1.5, -2.0]] * 64)
+    for t in (1.0, 1.7):
+        want = torch.multinomial(torch.softmax(logits / t, -1), 1, generator=gen())
+        got = sample_next(logits, temperature=t, generator=gen())
+        assert torch.equal(got, want) and not (got == 1).any()
+
+
 def test_seq2seq_accepts_numpy_integer_bos_and_eos():
     import numpy as np
     model = EncoderDecoder(cfg_())
