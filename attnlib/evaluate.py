@@ -1,4 +1,5 @@
-"""Held-out loss of a next-token model, overall and by position in the window.
+"""Held-out loss of a next-token model by position (``loss_by_position``), and what each key
+writes through each attention head (``head_output_norms``).
 
 Chapter 11 compares position schemes on the same held-out text, and asks what happens to a model
 past the context length it was trained on; both need the mean cross-entropy at each position
@@ -67,3 +68,35 @@ def loss_by_position(model: nn.Module, ids: Tensor, block_size: int, *,
     finally:
         model.train(was_training)
     return (total / n).float()
+
+
+def head_output_norms(attn: nn.Module, x: Tensor) -> Tensor:
+    """How much each key can write through each head: ``||W_O,h v_j||`` (Kobayashi et al., 2020).
+
+    An attention layer's output is ``sum_h sum_j alpha_hij W_O,h v_hj`` plus the output bias, where
+    ``v_hj`` is key j's value in head h (with grouped-query attention, the value head that query
+    head h reads) and ``W_O,h`` the (C, D) columns of the output projection that belong to head h.
+    The weight ``alpha_hij`` says how much of that vector is taken; this returns its length, so
+    ``alpha_hij * norms[b, h, j]`` is how much key j actually adds to query i's output.
+
+    Args:
+        attn: an :class:`attnlib.MultiHeadAttention` (self-attention; for cross-attention pass
+            the memory the keys and values come from).
+        x: the input its values are computed from, (B, T, C): for a pre-norm layer the
+            normalised stream (a forward pre-hook on the attention module sees it).
+
+    Shapes:
+        x (B, T, C) -> (B, H, T): one length per head and key.
+    """
+    from .mha import MultiHeadAttention  # evaluate is imported before mha by attnlib/__init__
+
+    if not isinstance(attn, MultiHeadAttention):
+        raise TypeError(f"attn must be an attnlib.MultiHeadAttention, got {type(attn).__name__}")
+    attn._check_input("x", x)
+    H, G, D = attn.n_heads, attn.n_kv_heads, attn.head_dim
+    with torch.no_grad():
+        v = attn.split_heads(attn.v_proj(x))                         # (B, G, T, D)
+        v = v.repeat_interleave(H // G, dim=1)                       # (B, H, T, D): head h reads h // (H / G)
+        w_o = attn.out_proj.weight.view(-1, H, D)                    # (C, H, D): W_O,h = w_o[:, h]
+        written = torch.einsum("bhtd,chd->bhtc", v, w_o)             # (B, H, T, C)
+        return written.norm(dim=-1)                                  # (B, H, T)

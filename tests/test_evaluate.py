@@ -61,3 +61,36 @@ def test_loss_by_position_errors_name_the_argument():
     # a window longer than the model's context: the model's own error names max_len
     with pytest.raises(ValueError, match="max_len=16"):
         attnlib.loss_by_position(model, torch.arange(40) % 11, 32)
+
+
+# ------------------------------------------------------------------- head_output_norms
+@pytest.mark.parametrize("kv_heads", [None, 2, 1])
+def test_head_output_norms_are_the_lengths_that_sum_to_the_output(kv_heads):
+    """alpha_hij * (W_O,h v_hj), summed over heads and keys, plus the bias, is the layer's
+    output; head_output_norms gives the length of each W_O,h v_hj (query head h reads value
+    head h // (H / G) under grouped-query attention)."""
+    torch.manual_seed(0)
+    C, H = 16, 4
+    attn = attnlib.MultiHeadAttention(C, H, n_kv_heads=kv_heads).eval()
+    G, D = attn.n_kv_heads, C // H
+    x = torch.randn(2, 5, C)
+    norms = attnlib.head_output_norms(attn, x)
+    assert norms.shape == (2, H, 5) and not norms.requires_grad
+    with torch.no_grad():
+        out, alpha = attn(x, need_weights=True)                   # alpha (B, H, T, T)
+        v = attn.v_proj(x).view(2, 5, G, D)                        # (B, T, G, D)
+        total = attn.out_proj.bias.expand(2, 5, C).clone()
+        for h in range(H):
+            v_h = v[:, :, h // (H // G)]                           # (B, T, D)
+            written = v_h @ attn.out_proj.weight[:, h * D:(h + 1) * D].T   # (B, T, C)
+            torch.testing.assert_close(norms[:, h], written.norm(dim=-1))
+            total += alpha[:, h] @ written
+    torch.testing.assert_close(total, out)
+
+
+def test_head_output_norms_refuses_what_is_not_an_attention_layer():
+    attn = attnlib.MultiHeadAttention(8, 2)
+    with pytest.raises(TypeError, match="MultiHeadAttention"):
+        attnlib.head_output_norms(torch.nn.Linear(8, 8), torch.randn(1, 3, 8))
+    with pytest.raises(ValueError, match=r"x must have shape \(B, T, d_model=8\)"):
+        attnlib.head_output_norms(attn, torch.randn(1, 3, 6))
