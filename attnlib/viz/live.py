@@ -113,7 +113,7 @@ class LiveModel(HtmlOutput):
 
     def __repr__(self) -> str:
         c = self.payload["config"]
-        return (f"LiveModel({self.payload['title']!r}, L={c['L']}, H={c['H']}, C={c['C']}, V={c['V']}, "
+        return (f"LiveModel({self.payload['title']!r}, L={c['L']}, H={c['H']}, C={c['C']}, vocab={c['V']}, "
                 f"max_len={c['T']}, weights={self.payload['weightsDtype']}, {self.nbytes // 1024} KiB)")
 
     @property
