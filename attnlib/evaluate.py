@@ -12,6 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .mha import MultiHeadAttention
+
 
 def loss_by_position(model: nn.Module, ids: Tensor, block_size: int, *,
                      batch_size: int = 64) -> Tensor:
@@ -88,8 +90,6 @@ def head_output_norms(attn: nn.Module, x: Tensor) -> Tensor:
     Shapes:
         x (B, T, C) -> (B, H, T): one length per head and key.
     """
-    from .mha import MultiHeadAttention  # evaluate is imported before mha by attnlib/__init__
-
     if not isinstance(attn, MultiHeadAttention):
         raise TypeError(f"attn must be an attnlib.MultiHeadAttention, got {type(attn).__name__}")
     attn._check_input("x", x)
