@@ -729,7 +729,7 @@ def kv_cache() -> Svg:
 
 def sentence_embedding() -> Svg:
     toks = ["[CLS]", "the", "cat", "slept", "[SEP]", "[PAD]"]
-    s = Svg("sentence_embedding", 660, 430,
+    s = Svg("sentence_embedding", 660, 450,
             "From token vectors to one sentence vector in all-MiniLM-L6-v2",
             "The tokens [CLS] the cat slept [SEP] and one [PAD] go through 6 post-norm encoder "
             "layers with 12 heads of width D = 32 (C = 384). The output is still one vector per "
@@ -744,22 +744,21 @@ def sentence_embedding() -> Svg:
         s.arrow((x, 56), (x, 80), color="#8c959f", width=1.2)
     s.box(330, 82, 580, 64, "A", "6 encoder layers (post-norm)",
           "12 heads of D = 32 each, C = 384", size=17)
-    s.text(330, 176, "still one vector per token: (T, C) = (6, 384)", size=14, color=MUTED,
-           halo=True)
-    for i, x in enumerate(xs):
-        s.arrow((x, 148), (x, 190), color="#8c959f", width=1.2)
+    s.text(330, 170, "still one vector per token: (T, C) = (6, 384)", size=14, color=MUTED)
+    for i, x in enumerate(xs):  # below the line above, so no arrow crosses it
+        s.arrow((x, 180), (x, 210), color="#8c959f", width=1.2)
         fills = vector(60 + i, 6, COLORS["X"][0])
         if toks[i] == "[PAD]":
             fills = ["#f0f0f0"] * 6
-        s.cells(x - 8, 194, [[f] for f in fills], cell=16)
-    s.text(xs[5], 310, "left out", size=13, color=MUTED)
-    s.text(xs[5], 326, "(mask 0)", size=13, color=MUTED)
+        s.cells(x - 8, 214, [[f] for f in fills], cell=16)
+    s.text(xs[5], 330, "left out", size=13, color=MUTED)
+    s.text(xs[5], 346, "(mask 0)", size=13, color=MUTED)
     for i, x in enumerate(xs[:5]):
-        s.arrow((x, 294), (250 + i * 50, 340), color="#8c959f", width=1.1)
-    s.rect(200, 342, 300, 48, COLORS["X"][1], COLORS["X"][0], rx=8, width=2)
-    s.text(350, 364, "mean over real tokens, ÷ length", size=15)
-    s.text(350, 382, "sentence vector (384,), length 1", size=13, color=MUTED)
-    s.text(30, 414, "alternative (BERT classification): take the final [CLS] vector",
+        s.arrow((x, 314), (250 + i * 50, 360), color="#8c959f", width=1.1)
+    s.rect(200, 362, 300, 48, COLORS["X"][1], COLORS["X"][0], rx=8, width=2)
+    s.text(350, 384, "mean over real tokens, ÷ length", size=15)
+    s.text(350, 402, "sentence vector (384,), length 1", size=13, color=MUTED)
+    s.text(30, 434, "alternative (BERT classification): take the final [CLS] vector",
            size=13, anchor="start", color=MUTED)
     return s
 
@@ -790,7 +789,7 @@ def teacher_forcing_cross() -> Svg:
             s.rect(x, y, cell - 2, 30, fill if t not in special else "#ffffff", stroke, rx=3,
                    width=1.2)
             s.text(x + cell / 2 - 1, y + 20, "␣" if t == " " else t,
-                   size=12 if len(t) > 1 else 16)
+                   size=10 if len(t) > 1 else 16)  # "<bos>" inside its box
 
     s.text(20, 46, "source “30 Nov 2026”", size=15, anchor="start", weight="bold")
     s.text(20, 66, "S = 11 characters", size=13, anchor="start", color=MUTED)
@@ -882,8 +881,16 @@ def rope_rotation() -> Svg:
         s.raw(f'<line x1="{cx}" y1="{cy - 120}" x2="{cx}" y2="{cy + 120}" stroke="{CARD_EDGE}"'
               f' stroke-width="1.2"/>')
         s.text(cx, 44, f"query at m = {m}, key at n = {n}", size=15, weight="bold")
+        # the angle between the rotated pair: a wedge drawn first, under the arrows, and
+        # small enough that the rotation arcs (outside it) keep their heads clear of it
+        rot = {"Q": math.atan2(q[1], q[0]) + m * theta,
+               "K": math.atan2(k[1], k[0]) + n * theta}
+        a0, a1, r = min(rot.values()), max(rot.values()), 48
+        s.raw(f'<path d="M{cx},{cy} L{cx + r * math.cos(a0):.1f},{cy - r * math.sin(a0):.1f}'
+              f' A{r},{r} 0 0 0 {cx + r * math.cos(a1):.1f},{cy - r * math.sin(a1):.1f} Z"'
+              f' fill="{COLORS["A"][0]}" fill-opacity="0.55" stroke="none"/>')
         out = {}
-        for vec, pos, role, r_arc in ((q, m, "Q", 30), (k, n, "K", 44)):
+        for vec, pos, role, r_arc in ((q, m, "Q", 80), (k, n, "K", 60)):
             a0 = math.atan2(vec[1], vec[0])
             a1 = a0 + pos * theta
             length = math.hypot(*vec) * unit
@@ -896,16 +903,15 @@ def rope_rotation() -> Svg:
             out[role] = (a1, tip)
         aq, tq = out["Q"]
         ak, tk = out["K"]
-        a0, a1, r = min(aq, ak), max(aq, ak), 64          # the angle between them, a wedge
-        s.raw(f'<path d="M{cx},{cy} L{cx + r * math.cos(a0):.1f},{cy - r * math.sin(a0):.1f}'
-              f' A{r},{r} 0 0 0 {cx + r * math.cos(a1):.1f},{cy - r * math.sin(a1):.1f} Z"'
-              f' fill="{COLORS["A"][0]}" fill-opacity="0.55" stroke="none"/>')
-        dx, dy = math.cos(aq) * 22, -math.sin(aq) * 22
-        s.text(tq[0] + dx, tq[1] + dy + 5, f"R({m}θ) q", size=14, color=COLORS["Q"][0],
-               weight="bold", halo=True)
-        dx, dy = math.cos(ak) * 22, -math.sin(ak) * 22
-        s.text(tk[0] + dx - 18, tk[1] + dy + 5, f"R({n}θ) k", size=14, color=COLORS["K"][0],
-               weight="bold", halo=True)
+        # each label beside its tip, on the side away from the other vector
+        for role, a, other, tip, pos, name in (("Q", aq, ak, tq, m, "q"),
+                                               ("K", ak, aq, tk, n, "k")):
+            side = a + (math.pi / 2 if a > other else -math.pi / 2)
+            x = tip[0] + 10 * math.cos(a) + 12 * math.cos(side)
+            y = tip[1] - 10 * math.sin(a) - 12 * math.sin(side)
+            s.text(x, y + 5, f"R({pos}θ) {name}", size=14, color=COLORS[role][0],
+                   weight="bold", anchor="end" if math.cos(side) < 0 else "start",
+                   halo=True)
         rq = (math.hypot(*q) * math.cos(aq), math.hypot(*q) * math.sin(aq))
         rk = (math.hypot(*k) * math.cos(ak), math.hypot(*k) * math.sin(ak))
         score = rq[0] * rk[0] + rq[1] * rk[1]

@@ -155,6 +155,19 @@ def test_greedy_decoding_with_the_cache_equals_pytorch(page32):
     kv_new = d.execute_script("return Array.from(arguments[0].querySelectorAll('rect.attnlib-live-kvnew'), r => +r.getAttribute('height'))", root)
     rows = d.execute_script("return arguments[0].querySelectorAll('svg.attnlib-live-kvplot')[0].querySelectorAll('rect.attnlib-live-kvcell').length", root)
     assert len(kv_new) == 2 and rows == T * (MODEL.cfg.d_model // MODEL.cfg.n_heads)
+    # the token labels beside the K rows neither overlap each other nor run into the outline
+    labels, outline = d.execute_script(
+        "var s = arguments[0].querySelectorAll('svg.attnlib-live-kvplot')[0];"
+        "var box = r => { var b = r.getBoundingClientRect();"
+        " return [b.left, b.top, b.right, b.bottom]; };"
+        "return [Array.from(s.querySelectorAll('text.attnlib-live-kvlabel'), box),"
+        " box(s.querySelector('rect.attnlib-live-kvnew'))];", root)
+    assert len(labels) >= T // 3, (len(labels), T)
+    assert all(b[2] < outline[0] for b in labels), (labels[:3], outline)
+    size = float(d.execute_script(  # glyphs: a label's box includes the line's leading
+        "return getComputedStyle(arguments[0].querySelector("
+        "'text.attnlib-live-kvlabel')).fontSize", root).rstrip("px"))
+    assert size >= 9 and all(hi[1] - lo[1] >= size + 1 for lo, hi in zip(labels, labels[1:])), (size, labels)
     assert "Decode step 32" in root.find_element(By.CSS_SELECTOR, ".attnlib-live-kv").text
     shot(d, "after_generate")
     root.find_element(By.CSS_SELECTOR, "button.attnlib-live-reset").click()

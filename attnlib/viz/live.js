@@ -500,7 +500,10 @@
       [["keys K", K], ["values V", V]].forEach(function (kvp) {
         var box = div("attnlib-live-kvbox", wrap);
         div("attnlib-live-label", box, kvp[0] + " (" + T + " \u00d7 " + D + ")");
-        var ch = Math.max(4, Math.min(12, Math.floor(260 / T))), cw = 8, left = 30;
+        // rows at least 4 px; a 10 px token label on every row that has room for one, else on
+        // every `every`-th row, right-aligned clear of the outline of the new rows
+        var ch = Math.max(4, Math.min(14, Math.floor(280 / T))), cw = 10, left = 38, fs = 10;
+        var every = Math.ceil((fs + 1) / ch);
         var s = el("svg", { "class": "attnlib-live-kvplot", width: left + D * cw + 4, height: T * ch + 4, role: "img",
           "aria-label": kvp[0] + " rows of layer " + (S.layer + 1) + ", head " + (S.head + 1) + "; rows " + a + " to " + (b - 1) + " are new" }, box);
         for (i = 0; i < T; i++) {
@@ -509,7 +512,8 @@
             el("rect", { "class": "attnlib-live-kvcell", x: left + j * cw, y: 2 + i * ch, width: cw - 1, height: ch - (ch > 5 ? 1 : 0),
               fill: signed(v, m), "data-row": i, "data-col": j, "data-kv": v.toFixed(4) }, s);
           }
-          if (ch >= 8 || i % 4 === 0) el("text", { x: left - 4, y: 2 + i * ch + ch - 1, "text-anchor": "end", "font-size": Math.min(10, ch + 1) }, s, shown(P.vocab[S.ids[i]], 3));
+          if (i % every === 0) el("text", { "class": "attnlib-live-kvlabel", x: left - 7, y: 2 + i * ch + ch / 2 + fs * 0.35,
+            "text-anchor": "end", "font-size": fs }, s, shown(P.vocab[S.ids[i]], 3));
         }
         el("rect", { "class": "attnlib-live-kvnew", x: left - 2, y: 1 + a * ch, width: D * cw + 2, height: (b - a) * ch + 1, fill: "none",
           stroke: "#e66100", "stroke-width": "2", "pointer-events": "none" }, s);
