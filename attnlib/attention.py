@@ -119,6 +119,15 @@ def _check_mask(attn_mask: Tensor, scores_shape: tuple[int, ...]) -> None:
             f"attn_mask of shape {tuple(attn_mask.shape)} does not broadcast to the scores shape "
             f"(..., Tq, Tk) = {tuple(scores_shape)}"
         )
+    if attn_mask.is_floating_point() and attn_mask.numel():
+        # one reduction: max is NaN if any entry is, +inf if any entry is
+        top = float(attn_mask.max())
+        if not top < math.inf:
+            raise ValueError(
+                f"a float attn_mask is added to the scores, so it must hold 0 (may attend) or -inf "
+                f"(may not) or other finite biases; it holds {'NaN' if math.isnan(top) else '+inf'}, "
+                f"which would make the weights NaN"
+            )
 
 
 def _dead_rows(attn_mask: Tensor) -> Tensor:
@@ -146,11 +155,12 @@ def scaled_dot_product_attention(
     Args:
         query, key, value: (..., Tq, Dk), (..., Tk, Dk), (..., Tk, Dv).
         attn_mask: bool (True = may attend) or float (added to the scores), broadcastable to
-            (..., Tq, Tk).
+            (..., Tq, Tk). A float mask holds finite biases or -inf; NaN or +inf is a ValueError
+            (it would make the weights NaN).
         dropout_p: dropout on the weights; pass 0.0 at evaluation time.
         is_causal: query i attends to keys 0..i. Needs Tq == Tk: for a decode step with a cache use
             ``attn_mask=causal_mask(q_len, k_len)`` (lower-right aligned) instead.
-        scale: defaults to 1 / sqrt(Dk).
+        scale: defaults to 1 / sqrt(Dk); must be finite.
         need_weights: also return the (..., Tq, Tk) attention weights (the math path).
         backend: "math", "sdpa" (torch's fused kernel, no weights) or "auto" (sdpa unless weights
             are needed).
@@ -183,8 +193,21 @@ def scaled_dot_product_attention(
                 f"top-left, which is wrong for a decode step with cached keys; pass "
                 f"attn_mask=causal_mask({tq}, {tk}) (lower-right aligned) instead"
             )
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, numbers.Real):
+        raise TypeError(f"dropout_p must be a number in [0, 1), got {dropout_p!r}")
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
+    if scale is not None:
+        if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+            raise TypeError(f"scale must be a number (or None for 1/sqrt(d_k)), got {scale!r}")
+        if not math.isfinite(scale):
+            raise ValueError(f"scale must be finite (or None for 1/sqrt(d_k)), got {scale}")
+        scale = float(scale)
+    if tk == 0 and tq > 0:
+        raise ValueError(
+            f"key and value hold no positions (Tk=0, key {tuple(key.shape)}): a softmax over no keys "
+            f"is undefined; attend over at least one key"
+        )
 
     dead = None
     if attn_mask is not None:
@@ -266,8 +289,9 @@ def causal_mask(q_len: int, k_len: Optional[int] = None, *, device: Optional[tor
     """
     k_len = q_len if k_len is None else k_len
     for name, n in (("q_len", q_len), ("k_len", k_len)):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
             raise ValueError(f"{name} must be a positive int, got {n!r}")
+    q_len, k_len = int(q_len), int(k_len)
     ones = torch.ones(q_len, k_len, dtype=torch.bool, device=device)
     return torch.tril(ones, diagonal=k_len - q_len)
 

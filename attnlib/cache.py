@@ -51,16 +51,38 @@ class KVCache:
         :meth:`reserve`; otherwise the room doubles when it runs out), so a decode step writes
         its token in place instead of copying the whole cache. Under autograd (a k or v that
         requires grad) the layer is concatenated instead, so gradients flow as usual."""
+        # (checked in a few plain comparisons: a decode step calls this once per layer)
         n = len(self.keys)
+        if type(layer_idx) is not int or layer_idx < 0:
+            raise ValueError(f"layer_idx must be an int >= 0, got {layer_idx!r}")
         if layer_idx > n:
             raise ValueError(f"layers must be filled in order: got layer {layer_idx}, cache has {n}")
+        if not (isinstance(k, Tensor) and isinstance(v, Tensor)):
+            raise TypeError(f"k and v must be torch.Tensors, got {type(k).__name__} and {type(v).__name__}")
+        ks, vn = k.shape, v.shape
+        if len(ks) != 4 or len(vn) != 4 or ks[0] != vn[0] or ks[1] != vn[1] or ks[2] != vn[2]:
+            raise ValueError(
+                f"k and v must be (B, G, T_new, D) with the same batch, heads and length, got k "
+                f"{tuple(ks)} and v {tuple(v.shape)}"
+            )
+        if k.dtype != v.dtype and not torch.is_autocast_enabled(k.device.type):
+            raise TypeError(f"k and v must have the same dtype, got {k.dtype} and {v.dtype}")
         held = self.keys[layer_idx] if layer_idx < n else None
         if held is not None:
-            hs, ks = held.shape, k.shape
-            if hs[0] != ks[0] or hs[1] != ks[1] or hs[3] != ks[3]:
+            hs, vs = held.shape, self.values[layer_idx].shape
+            if hs[0] != ks[0] or hs[1] != ks[1] or hs[3] != ks[3] or vs[3] != vn[3]:
                 raise ValueError(
-                    f"cache layer {layer_idx} holds keys of shape {tuple(held.shape)} but got new keys "
-                    f"{tuple(k.shape)}; batch, heads and head width must match (call reset() for a new batch)"
+                    f"cache layer {layer_idx} holds keys of shape {tuple(hs)} but got new keys "
+                    f"{tuple(ks)} (values: {tuple(vs)} held, {tuple(v.shape)} new); batch, heads and "
+                    f"head width must match (call reset() for a new batch)"
+                )
+            # under autocast a step may project in another dtype than the prompt's: it is
+            # concatenated below (promoted, as torch.cat does); otherwise a cache serves one dtype
+            if held.dtype != k.dtype and not torch.is_autocast_enabled(k.device.type):
+                raise TypeError(
+                    f"cache layer {layer_idx} holds {held.dtype} keys but the new keys are {k.dtype}: "
+                    f"a cache serves one dtype; call cache.reset() or make a new KVCache after "
+                    f"changing the model's dtype"
                 )
         if not self.preallocate or k.requires_grad or v.requires_grad or (held is not None and held.dtype != k.dtype):
             if held is None:
@@ -224,6 +246,13 @@ class KVCache:
         return f"KVCache(n_layers={self.n_layers}, seq_len={self.seq_len}, nbytes={self.nbytes})"
 
 
+def check_cache(cache: Any) -> None:
+    """A ``cache`` argument must be a KVCache (or None, checked by the caller)."""
+    if not isinstance(cache, KVCache):
+        raise TypeError(f"cache must be an attnlib.KVCache or None, got {type(cache).__name__}; "
+                        f"make one with attnlib.KVCache()")
+
+
 def cache_spec(model: Any) -> dict[str, Any]:
     """What a KVCache must agree with to be continued by ``model`` (see KVCache.bind)."""
     cfg = model.cfg
@@ -237,6 +266,7 @@ def cache_step(model: Any, cache: Any, source: Optional[Tensor] = None) -> Itera
     if cache is None:
         yield
         return
+    check_cache(cache)
     with cache.atomic():
         cache.bind(cache_spec(model), source)
         yield

@@ -1,6 +1,8 @@
 """TransformerConfig: every size and switch of a model in one validated dataclass."""
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 from typing import Optional
 
@@ -68,7 +70,8 @@ class TransformerConfig:
             )
         if self.norm not in NORMS:
             raise ValueError(f"unknown norm {self.norm!r}; choose one of {', '.join(map(repr, NORMS))}")
-        if isinstance(self.rope_base, bool) or not isinstance(self.rope_base, (int, float)) or not self.rope_base > 0:
+        if (isinstance(self.rope_base, bool) or not isinstance(self.rope_base, numbers.Real)
+                or not 0 < self.rope_base < math.inf):
             raise ValueError(f"rope_base must be a positive number (RoPE's theta, e.g. 10000.0), got rope_base={self.rope_base!r}")
         if self.positional not in POSITIONALS:
             raise ValueError(f"unknown positional {self.positional!r}; choose one of {', '.join(map(repr, POSITIONALS))}")
@@ -79,12 +82,22 @@ class TransformerConfig:
                 f"positional='rope' rotates dims in pairs, so the head width must be even; got "
                 f"head_dim = d_model / n_heads = {self.d_model} / {self.n_heads} = {self.head_dim}"
             )
+        for name in ("dropout", "layer_norm_eps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise TypeError(f"{name} must be a number, got {name}={value!r}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got dropout={self.dropout}")
-        if not self.layer_norm_eps > 0:
-            raise ValueError(f"layer_norm_eps must be positive, got {self.layer_norm_eps}")
+        if not 0 < self.layer_norm_eps < math.inf:
+            raise ValueError(f"layer_norm_eps must be positive and finite, got {self.layer_norm_eps}")
+        for name in ("norm_first", "bias", "tie_weights", "embedding_norm"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be True or False, got {name}={getattr(self, name)!r}")
         if isinstance(self.type_vocab_size, bool) or not isinstance(self.type_vocab_size, int) or self.type_vocab_size < 0:
             raise ValueError(f"type_vocab_size must be an int >= 0, got {self.type_vocab_size!r}")
+        if self.pad_id is not None and (isinstance(self.pad_id, bool)
+                                        or not isinstance(self.pad_id, numbers.Integral)):
+            raise TypeError(f"pad_id must be an int token id or None, got pad_id={self.pad_id!r}")
         if self.pad_id is not None and not 0 <= self.pad_id < self.vocab_size:
             raise ValueError(f"pad_id={self.pad_id} is outside [0, vocab_size={self.vocab_size})")
 

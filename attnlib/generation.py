@@ -35,11 +35,31 @@ def check_sampling(temperature: float, top_k: Optional[int], top_p: Optional[flo
         raise TypeError(f"temperature must be a number >= 0 (0 means greedy), got {temperature!r}")
     if not temperature >= 0:
         raise ValueError(f"temperature must be >= 0 (0 means greedy), got {temperature}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+    if temperature == math.inf:
+        raise ValueError("temperature must be finite (a large temperature flattens the distribution "
+                         "towards uniform), got inf")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < 1):
         raise ValueError(f"top_k must be a positive int or None, got {top_k!r}")
-    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float))
+    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, numbers.Real)
                               or not 0 < top_p <= 1):
         raise ValueError(f"top_p must be a number in (0, 1] or None (1 keeps every token), got top_p={top_p!r}")
+
+
+def check_generator(generator: Any) -> None:
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}; "
+                        f"e.g. torch.Generator().manual_seed(0)")
+
+
+def check_logits_shape(logits: Any) -> None:
+    """Next-token logits are one row of V scores per sequence: (B, V), V >= 1."""
+    if not isinstance(logits, Tensor):
+        raise TypeError(f"logits must be a torch.Tensor of shape (B, V), got {type(logits).__name__}")
+    if logits.dim() != 2 or logits.shape[-1] < 1:
+        raise ValueError(f"logits must have shape (B, V) with V >= 1 (the last position's scores, e.g. "
+                         f"out.logits[:, -1]), got {tuple(logits.shape)}")
+    if logits.dtype == torch.bool or logits.is_complex():
+        raise TypeError(f"logits must be real numbers (float, or int scores), got dtype {logits.dtype}")
 
 
 def top_p_filter(logits: Tensor, top_p: float) -> Tensor:
@@ -51,7 +71,13 @@ def top_p_filter(logits: Tensor, top_p: float) -> Tensor:
     Shapes:
         logits (B, V) -> (B, V).
     """
+    if top_p is None:
+        raise ValueError("top_p must be a number in (0, 1] (1 keeps every token), got None")
     check_sampling(1.0, None, top_p)
+    check_logits_shape(logits)
+    if not logits.is_floating_point():
+        logits = logits.float()  # integer scores: -inf needs a float
+    check_logits(logits)
     sorted_logits, order = torch.sort(logits, dim=-1, descending=True)  # (B, V), most likely first
     probs = torch.softmax(sorted_logits, dim=-1)
     mass_before = torch.cumsum(probs, dim=-1) - probs  # (B, V): mass ranked strictly above each token
@@ -82,7 +108,8 @@ def check_logits(logits: Tensor) -> None:
 
 
 def check_max_new_tokens(max_new_tokens: int, prompt_len: int, max_len: int) -> None:
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
+    if (isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, numbers.Integral)
+            or max_new_tokens < 0):
         raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
     if prompt_len + max_new_tokens > max_len:
         raise ValueError(
@@ -104,6 +131,8 @@ def sample_next(logits: Tensor, *, temperature: float = 1.0, top_k: Optional[int
         logits (B, V) -> (B, 1) long.
     """
     check_sampling(temperature, top_k, top_p)
+    check_generator(generator)
+    check_logits_shape(logits)
     logits = logits.float()  # sample in float32 even for a bf16 model
     check_logits(logits)
     if temperature == 0:
@@ -120,8 +149,8 @@ def sample_next(logits: Tensor, *, temperature: float = 1.0, top_k: Optional[int
             # so small a temperature that logits / temperature overflows: the limit, greedy
             return logits.argmax(dim=-1, keepdim=True)  # (B, 1)
     logits = scaled
-    if top_k is not None and top_k < logits.shape[-1]:
-        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # (B, 1): the k-th largest logit
+    if top_k is not None and top_k < logits.shape[-1]:  # top_k >= V keeps every token
+        kth = torch.topk(logits, int(top_k), dim=-1).values[:, -1:]  # (B, 1): the k-th largest logit
         logits = logits.masked_fill(logits < kth, float("-inf"))
     if top_p is not None and top_p < 1:
         logits = top_p_filter(logits, top_p)  # on the tempered, top-k-filtered distribution
@@ -138,7 +167,9 @@ def generate_decoder_only(model: Any, input_ids: Tensor, max_new_tokens: int, *,
     """The GPT loop (see :meth:`attnlib.GPT.generate`). Returns (B, T + max_new_tokens)."""
     model.check_ids(input_ids)
     check_max_new_tokens(max_new_tokens, input_ids.shape[1], model.cfg.max_len)
+    max_new_tokens = int(max_new_tokens)
     check_sampling(temperature, top_k, top_p)
+    check_generator(generator)
     B, T = input_ids.shape
     ids = input_ids.new_empty((B, T + max_new_tokens), dtype=torch.long)  # filled in place, never regrown
     ids[:, :T] = input_ids  # never the caller's tensor, even for 0 new tokens
@@ -175,7 +206,7 @@ def generate_encoder_decoder(model: Any, src_ids: Tensor, max_new_tokens: int, *
     """The seq2seq loop (see :meth:`attnlib.EncoderDecoder.generate`). Returns (B, 1 + n)."""
     vocab = model.cfg.vocab_size
     for name, tok in (("bos_id", bos_id), ("eos_id", eos_id)):
-        if tok is None:
+        if tok is None and name == "eos_id":  # no end token: always max_new_tokens
             continue
         if isinstance(tok, bool) or not isinstance(tok, numbers.Integral):  # numpy ints are fine
             raise TypeError(f"{name} must be an int token id, got {type(tok).__name__} {tok!r}")
@@ -183,7 +214,9 @@ def generate_encoder_decoder(model: Any, src_ids: Tensor, max_new_tokens: int, *
             raise ValueError(f"{name}={int(tok)} is outside [0, vocab_size={vocab})")
     bos_id, eos_id = int(bos_id), (None if eos_id is None else int(eos_id))
     check_max_new_tokens(max_new_tokens, 1, model.cfg.max_len)
+    max_new_tokens = int(max_new_tokens)
     check_sampling(temperature, top_k, top_p)
+    check_generator(generator)
     with eval_no_grad(model):
         memory, memory_mask, _ = model.encode(src_ids, src_attention_mask=src_attention_mask)  # once
         B = src_ids.shape[0]

@@ -59,6 +59,9 @@ class FeedForward(nn.Module):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"unknown activation {activation!r}; choose one of {', '.join(map(repr, ACTIVATIONS))}")
+        for name, n in (("d_model", d_model), ("d_ff", d_ff)):
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ValueError(f"{name} must be a positive int, got {name}={n!r}")
         self.activation = activation
         self.fc1 = Linear(d_model, d_ff, bias=bias)
         self.gate = Linear(d_model, d_ff, bias=bias) if activation == "swiglu" else None
@@ -66,6 +69,9 @@ class FeedForward(nn.Module):
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
+        if not isinstance(x, Tensor) or x.dim() < 1 or x.shape[-1] != self.fc1.in_features:
+            shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
+            raise ValueError(f"x must have shape (..., d_model={self.fc1.in_features}), got {shape}")
         approximate = _GELU.get(self.activation)
         if approximate is not None and _plain_call(self.fc1):  # one fused call where oneDNN runs it
             h = kernels.linear_gelu(x, self.fc1.weight, self.fc1.bias, approximate)

@@ -14,7 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import causal_mask, scaled_dot_product_attention
+from .attention import _check_mask, causal_mask, scaled_dot_product_attention
+from .cache import check_cache
 from .kernels import Linear, linear, params_key
 
 
@@ -177,6 +178,8 @@ class MultiHeadAttention(nn.Module):
         """
         self._check_input("x", x)
         B, Tq, _ = x.shape
+        if cache is not None:
+            check_cache(cache)
         if context is None:  # self-attention
             q, k, v = self.project_qkv(x)  # (B, H, Tq, D), (B, G, Tq, D), (B, G, Tq, D)
             if rope is not None:
@@ -199,6 +202,8 @@ class MultiHeadAttention(nn.Module):
                 if cache is not None:
                     cache.set_cross(layer_idx, k, v)
         tk = k.shape[-2]
+        if is_causal and attn_mask is not None:  # checked before it is combined with the triangle
+            _check_mask(attn_mask, (B, self.n_heads, Tq, tk))
         if is_causal and Tq == 1 and tk > 1 and attn_mask is None:
             # One decode step: the single query is the newest token and may see every held key,
             # so no mask is needed (and the fused kernels stay available).

@@ -7,6 +7,9 @@ in practice the same quality; every Llama-family model uses it.
 """
 from __future__ import annotations
 
+import math
+import numbers
+
 import torch
 from torch import Tensor, nn
 
@@ -31,8 +34,10 @@ class RMSNorm(nn.Module):
         super().__init__()
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
             raise ValueError(f"dim must be a positive int, got dim={dim!r}")
-        if not eps > 0:
-            raise ValueError(f"eps must be positive, got eps={eps!r}")
+        if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
+            raise TypeError(f"eps must be a positive number, got eps={eps!r}")
+        if not 0 < eps < math.inf:
+            raise ValueError(f"eps must be positive and finite, got eps={eps!r}")
         self.dim, self.eps = dim, float(eps)
         self.weight = nn.Parameter(torch.ones(dim))  # the gain g, one per channel, starts at 1
 
@@ -40,6 +45,8 @@ class RMSNorm(nn.Module):
         if not isinstance(x, Tensor) or x.dim() < 1 or x.shape[-1] != self.dim:
             shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
             raise ValueError(f"x must have shape (..., dim={self.dim}), got {shape}")
+        if not x.is_floating_point():
+            raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}; e.g. x.float()")
         if x.dtype == torch.float32 and self.weight.dtype == torch.float32:
             # the same ops in the same order (bit for bit), without their Python: 9 against
             # 15 us for one row of 576 on the CPU (what nn.RMSNorm calls)

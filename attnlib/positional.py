@@ -15,6 +15,7 @@ one for the other.
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 from torch import Tensor, nn
@@ -33,6 +34,12 @@ def _check_positions(positions: Tensor, length: int | None = None) -> None:
         raise ValueError(f"positions must be >= 0, got {int(positions.min())}")
 
 
+def _check_sizes(max_len: int, d_model: int) -> None:
+    for name, n in (("max_len", max_len), ("d_model", d_model)):
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"{name} must be a positive int, got {name}={n!r}")
+
+
 def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
     """The 2017 table: PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(same angle).
 
@@ -46,8 +53,7 @@ def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
     Returns:
         float32 tensor (max_len, d_model).
     """
-    if max_len < 1 or d_model < 1:
-        raise ValueError(f"max_len and d_model must be positive, got max_len={max_len}, d_model={d_model}")
+    _check_sizes(max_len, d_model)
     pos = torch.arange(max_len, dtype=torch.float32)[:, None]  # (T, 1)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float32)  # (ceil(C/2),): 0, 2, 4, ...
     freq = torch.exp(-math.log(10000.0) * two_i / d_model)  # 1 / 10000^(2i/d)
@@ -90,6 +96,7 @@ class LearnedPositionalEmbedding(nn.Embedding):
     """
 
     def __init__(self, max_len: int, d_model: int) -> None:
+        _check_sizes(max_len, d_model)
         super().__init__(max_len, d_model)
         self.max_len, self.d_model = max_len, d_model
 
@@ -127,8 +134,10 @@ class RotaryEmbedding(nn.Module):
         super().__init__()
         if isinstance(head_dim, bool) or not isinstance(head_dim, int) or head_dim < 2 or head_dim % 2:
             raise ValueError(f"RoPE rotates dims in pairs, so head_dim must be a positive even int, got {head_dim}")
-        if base <= 0:
-            raise ValueError(f"base must be positive, got {base}")
+        if isinstance(base, bool) or not isinstance(base, numbers.Real):
+            raise TypeError(f"base must be a positive number (10000 in the paper), got {base!r}")
+        if not 0 < base < math.inf:
+            raise ValueError(f"base must be positive and finite, got {base}")
         self.head_dim, self.base = head_dim, float(base)
         # cos/sin tables per (device, dtype), built lazily and grown on demand. Kept off the
         # module's buffers so .to(bfloat16) never rounds the frequencies themselves.

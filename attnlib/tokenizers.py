@@ -246,8 +246,10 @@ def tie_order() -> dict[int, int]:
 
 
 def _check_ids(ids: Sequence[int], vocab_size: int) -> None:
+    if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+        raise TypeError(f"ids must be a sequence of int token ids, got {type(ids).__name__} {ids!r}")
     for i in ids:
-        if isinstance(i, bool) or not isinstance(i, int):
+        if isinstance(i, bool) or not isinstance(i, numbers.Integral):
             raise TypeError(f"token ids must be ints, got {type(i).__name__} {i!r}")
         if not 0 <= i < vocab_size:
-            raise ValueError(f"token id {i} is outside [0, {vocab_size}) (vocabulary size {vocab_size})")
+            raise ValueError(f"token id {i} is outside [0, {vocab_size}) (vocab_size={vocab_size})")

@@ -15,6 +15,29 @@ def read_safetensors(path: str | Path) -> dict[str, Tensor]:
     return load_file(str(path))
 
 
+class MissingEntry(KeyError, ValueError):
+    """A tensor or a setting a conversion needs is not there. A ValueError (bad input) that is
+    also a KeyError (a lookup that failed), printed as its message, not as a quoted key."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class Settings(dict):
+    """A model config read as a dict: a missing key is a ValueError that names it."""
+
+    def __init__(self, config: Any, what: str) -> None:
+        if not isinstance(config, dict):
+            raise TypeError(f"the {what} must be a dict (e.g. config.to_dict()), got {type(config).__name__}")
+        super().__init__(config)
+        self.what = what
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self:
+            raise MissingEntry(f"the {self.what} has no {key!r}; it needs it to build the model")
+        return super().__getitem__(key)
+
+
 class Used(dict):
     """A state dict that remembers which names were read, so that leftovers can be reported."""
 
@@ -24,6 +47,9 @@ class Used(dict):
 
     def __getitem__(self, key: str) -> Tensor:
         self.read.add(key)
+        if key not in self:  # a ValueError that names the tensor, not a bare KeyError
+            raise MissingEntry(f"the checkpoint has no tensor {key!r}: it is incomplete, or of another "
+                             f"architecture or naming ({len(self)} tensors, e.g. {sorted(self)[:3]})")
         return super().__getitem__(key)
 
     def check_all_used(self, source: str) -> None:
@@ -39,6 +65,10 @@ def load_exact(model: torch.nn.Module, state: dict[str, Tensor], source: str, *,
     in memory; ``model`` may live on the meta device), and parameters the model shares, such as a
     tied LM head, are shared again afterwards."""
     own = model.state_dict()
+    wrong = sorted(k for k, v in state.items() if not isinstance(v, Tensor))
+    if wrong:
+        raise TypeError(f"{source} -> {type(model).__name__}: {wrong[:5]} are not tensors "
+                        f"(got {type(state[wrong[0]]).__name__})")
     missing = sorted(k for k in own if k not in state)
     unexpected = sorted(k for k in state if k not in own)
     if missing or unexpected:
@@ -48,6 +78,9 @@ def load_exact(model: torch.nn.Module, state: dict[str, Tensor], source: str, *,
         if own[k].shape != v.shape:
             raise ValueError(f"{source} -> {type(model).__name__}: {k} has shape {tuple(own[k].shape)} "
                              f"but the source gives {tuple(v.shape)}")
+        if own[k].is_floating_point() and not v.is_floating_point():
+            raise TypeError(f"{source} -> {type(model).__name__}: {k} is a weight, but the source gives "
+                            f"a {v.dtype} tensor; is the checkpoint read correctly?")
     if not assign:
         model.load_state_dict({k: v.to(own[k].dtype) for k, v in state.items()}, strict=True)
         return

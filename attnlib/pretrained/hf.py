@@ -16,7 +16,7 @@ from torch import Tensor
 
 from ..config import TransformerConfig
 from ..models import GPT, Encoder
-from ._common import Used, load_exact
+from ._common import Settings, Used, load_exact
 
 # Hugging Face activation names -> TransformerConfig.activation
 _HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
@@ -31,6 +31,7 @@ def _activation(name: str) -> str:
 
 def bert_config(hf: dict[str, Any]) -> Any:
     """TransformerConfig of a BERT-family encoder (post-norm, token types, embedding LayerNorm)."""
+    hf = Settings(hf, "BERT config")
     if hf.get("position_embedding_type", "absolute") != "absolute":
         raise ValueError(
             f"only absolute (learned) positions are supported, got position_embedding_type="
@@ -49,6 +50,7 @@ def bert_config(hf: dict[str, Any]) -> Any:
 
 def gpt2_config(hf: dict[str, Any]) -> Any:
     """TransformerConfig of a GPT-2 decoder (pre-norm, tanh-GELU, learned positions, tied head)."""
+    hf = Settings(hf, "GPT-2 config")
     for flag in ("scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "add_cross_attention"):
         if hf.get(flag, False):
             raise ValueError(f"GPT-2 config option {flag}=True is not supported by attnlib.GPT")
@@ -100,7 +102,7 @@ def llama_config(hf_config: dict[str, Any]) -> TransformerConfig:
         Raises ValueError for options attnlib cannot reproduce (RoPE scaling, an activation other
         than silu, head_dim != hidden_size / num_attention_heads).
     """
-    hf = hf_config
+    hf = Settings(hf_config, "Llama config")
     if hf.get("hidden_act", "silu") != "silu":
         raise ValueError(f"Llama with hidden_act={hf['hidden_act']!r} is not supported; attnlib's SwiGLU uses silu")
     any_bias = bool(hf.get("attention_bias", False)) or bool(hf.get("mlp_bias", False))

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..models import Encoder
+from ..tokenizers import _check_ids
 from ._common import load_exact, read_safetensors
 from .hf import _bert_state, bert_config
 
@@ -93,9 +94,7 @@ class WordPieceTokenizer:
         """Text of a list of ids (special tokens dropped unless asked for)."""
         if isinstance(ids, Tensor):
             ids = ids.tolist()
-        bad = [i for i in ids if not 0 <= int(i) < self.vocab_size]
-        if bad:
-            raise ValueError(f"token id {bad[0]} is outside [0, vocab_size={self.vocab_size})")
+        _check_ids(ids, self.vocab_size)  # ints (a float id is a TypeError), each in range
         return self._tok.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
 
     def encode_batch(self, texts: Sequence[str], *, device: Optional[torch.device | str] = None) -> dict[str, Tensor]:

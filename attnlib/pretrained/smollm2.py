@@ -20,6 +20,7 @@ from ..cache import KVCache
 from ..decode import FastDecoder
 from ..generation import sample_next
 from ..models import GPT
+from ..tokenizers import _check_ids
 from ._common import load_exact
 from .gguf import read_llama_gguf
 from .hf import llama_config, llama_state
@@ -99,9 +100,7 @@ class GGUFTokenizer:
         """Text of ``ids``; ``decode(encode(s)) == s`` for every string ``s``."""
         if isinstance(ids, Tensor):
             ids = ids.reshape(-1).tolist()
-        bad = [i for i in ids if not 0 <= int(i) < self.vocab_size]
-        if bad:
-            raise ValueError(f"token id {bad[0]} is outside [0, vocab_size={self.vocab_size})")
+        _check_ids(ids, self.vocab_size)  # ints (a float id is a TypeError), each in range
         return self._tok.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
 
     def render_chat(self, messages: Sequence[dict[str, str]], add_generation_prompt: bool = True) -> str:
@@ -110,6 +109,9 @@ class GGUFTokenizer:
             raise ValueError("this GGUF file has no tokenizer.chat_template")
         from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+        if isinstance(messages, (str, dict)):
+            raise TypeError(f"messages must be a list of {{'role': ..., 'content': ...}} dicts, got a "
+                            f"{type(messages).__name__}; e.g. [{{'role': 'user', 'content': 'Hi'}}]")
         for m in messages:
             if not isinstance(m, dict) or "role" not in m or "content" not in m:
                 raise ValueError(f"each message must be a dict with 'role' and 'content', got {m!r}")

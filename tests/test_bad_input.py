@@ -1,0 +1,218 @@
+"""Bad input gets an error that says what was wrong: never a bare error from inside torch, never
+a silent NaN, never nonsense accepted. One case per line; each names the call and the words the
+message must contain. (Found by probing every public entry point with malformed arguments.)"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import attnlib
+from attnlib import (KVCache, MultiHeadAttention, RMSNorm, RotaryEmbedding, TransformerConfig, causal_mask,
+                     sample_next, scaled_dot_product_attention as sdpa, top_p_filter)
+from attnlib.layers import FeedForward
+from attnlib.positional import LearnedPositionalEmbedding, sinusoidal_table
+from attnlib.pretrained import llama_config, llama_state
+
+torch.manual_seed(0)
+Q = torch.randn(1, 2, 4, 8)
+X = torch.randn(2, 3, 8)
+SMALL = dict(vocab_size=11, d_model=8, n_heads=2, n_layers=2, max_len=8)
+
+
+def gpt(**kw) -> attnlib.GPT:
+    torch.manual_seed(0)
+    return attnlib.GPT(TransformerConfig(**{**SMALL, **kw})).eval()
+
+
+def filled_cache(model) -> KVCache:
+    cache = KVCache()
+    with torch.no_grad():
+        model(torch.tensor([[1, 2, 3]]), cache=cache)
+    return cache
+
+
+@pytest.mark.parametrize("backend", ["math", "sdpa"])
+@pytest.mark.parametrize("kw, error, words", [
+    (dict(attn_mask=torch.full((4, 4), math.nan)), ValueError, "holds NaN"),
+    (dict(attn_mask=torch.zeros(4, 4).fill_diagonal_(math.inf)), ValueError, r"holds \+inf"),
+    (dict(scale=math.nan), ValueError, "scale must be finite"),
+    (dict(scale=math.inf), ValueError, "scale must be finite"),
+    (dict(scale="a"), TypeError, "scale must be a number"),
+    (dict(dropout_p="x"), TypeError, "dropout_p must be a number"),
+])
+def test_attention_arguments(backend, kw, error, words):
+    with pytest.raises(error, match=words):
+        sdpa(Q, Q, Q, backend=backend, **kw)
+
+
+@pytest.mark.parametrize("backend", ["math", "sdpa"])
+def test_attention_over_no_keys_is_refused_but_no_queries_is_empty(backend):
+    empty = torch.randn(1, 2, 0, 8)
+    with pytest.raises(ValueError, match="Tk=0"):
+        sdpa(Q, empty, empty, backend=backend)
+    assert sdpa(empty, empty, empty, backend=backend)[0].shape == (1, 2, 0, 8)
+
+
+def test_a_float_mask_of_finite_biases_and_minus_inf_is_accepted():
+    mask = torch.zeros(4, 4).masked_fill(~causal_mask(4), -math.inf) + 0.5
+    out, w = sdpa(Q, Q, Q, attn_mask=mask, need_weights=True)
+    assert torch.isfinite(out).all() and torch.allclose(w.sum(-1), torch.ones(1, 2, 4))
+
+
+@pytest.mark.parametrize("mask, error, words", [
+    (torch.ones(3, 5, dtype=torch.bool), ValueError, r"attn_mask of shape \(3, 5\) does not broadcast"),
+    (torch.zeros(3, 5), ValueError, r"attn_mask of shape \(3, 5\) does not broadcast"),
+    (torch.ones(3, 3, dtype=torch.long), TypeError, "attn_mask must be bool"),
+    ([[True]], TypeError, "attn_mask must be a torch.Tensor"),
+])
+def test_mha_checks_a_mask_before_adding_the_causal_triangle(mask, error, words):
+    mha = MultiHeadAttention(8, 4, n_kv_heads=2)
+    with pytest.raises(error, match=words):
+        mha(X, attn_mask=mask, is_causal=True)
+
+
+def test_a_cache_must_be_a_kvcache():
+    with pytest.raises(TypeError, match="cache must be an attnlib.KVCache or None, got dict"):
+        MultiHeadAttention(8, 2)(X, cache={})
+    with pytest.raises(TypeError, match="cache must be an attnlib.KVCache or None, got str"):
+        gpt()(torch.tensor([[1, 2]]), cache="x")
+
+
+def test_a_cache_serves_one_dtype_and_is_left_as_it_was():
+    model = gpt()
+    cache = filled_cache(model)
+    held = [k.clone() for k in cache.keys]
+    with pytest.raises(TypeError, match="holds torch.float32 keys but the new keys are torch.float64"):
+        model.double()(torch.tensor([[4]]), cache=cache)
+    assert [torch.equal(a, b) for a, b in zip(held, cache.keys)] == [True, True]
+
+
+@pytest.mark.parametrize("k, v, error, words", [
+    (torch.randn(2, 1, 4), torch.randn(2, 1, 4), ValueError, r"\(B, G, T_new, D\)"),
+    (torch.randn(1, 2, 1, 4), torch.randn(1, 1, 1, 4), ValueError, "same batch, heads and length"),
+    (torch.randn(1, 2, 1, 4), torch.randn(1, 2, 2, 4), ValueError, "same batch, heads and length"),
+    ([1.0], [1.0], TypeError, "must be torch.Tensors"),
+    (torch.randn(1, 2, 1, 4), torch.randn(1, 2, 1, 4).double(), TypeError, "same dtype"),
+])
+def test_kvcache_update_checks_its_arguments(k, v, error, words):
+    with pytest.raises(error, match=words):
+        KVCache().update(0, k, v)
+
+
+@pytest.mark.parametrize("logits, kw, error, words", [
+    (torch.randn(2, 3, 11), {}, ValueError, r"\(B, V\).*got \(2, 3, 11\)"),
+    (torch.randn(2, 3, 11), dict(temperature=0.0), ValueError, r"\(B, V\)"),
+    (torch.randn(11), dict(temperature=0.0), ValueError, r"\(B, V\)"),
+    (torch.randn(2, 0), {}, ValueError, "V >= 1"),
+    ([[1.0, 2.0]], {}, TypeError, "logits must be a torch.Tensor"),
+    (torch.ones(1, 3, dtype=torch.bool), {}, TypeError, "real numbers"),
+    (torch.randn(1, 5), dict(generator="g"), TypeError, "generator must be a torch.Generator"),
+    (torch.randn(1, 5), dict(temperature=math.inf), ValueError, "temperature must be finite"),
+])
+def test_sample_next_arguments(logits, kw, error, words):
+    with pytest.raises(error, match=words):
+        sample_next(logits, **kw)
+
+
+def test_sampling_takes_numpy_numbers_and_integer_scores():
+    model, prompt = gpt(), torch.tensor([[1, 2]])
+    g = lambda: torch.Generator().manual_seed(0)  # noqa: E731
+    ref = model.generate(prompt, 2, top_k=3, top_p=0.9, generator=g())
+    got = model.generate(prompt, np.int64(2), top_k=np.int64(3), top_p=np.float32(0.9), generator=g())
+    assert torch.equal(ref, got)
+    assert sample_next(torch.tensor([[1, 5, 2]]), temperature=0.0).tolist() == [[1]]
+    assert causal_mask(np.int64(3)).shape == (3, 3)
+
+
+@pytest.mark.parametrize("logits, top_p, error, words", [
+    (torch.randn(1, 4), None, ValueError, "top_p must be a number"),
+    (torch.tensor([[math.nan, 1.0, 2.0]]), 0.5, ValueError, "NaN"),
+    (torch.full((1, 3), -math.inf), 0.5, ValueError, "no finite logit"),
+    (torch.randn(3), 0.5, ValueError, r"\(B, V\)"),
+    ([[1.0]], 0.5, TypeError, "torch.Tensor"),
+])
+def test_top_p_filter_arguments(logits, top_p, error, words):
+    with pytest.raises(error, match=words):
+        top_p_filter(logits, top_p)
+
+
+def test_encoder_decoder_needs_a_start_token():
+    s2s = attnlib.EncoderDecoder(TransformerConfig(**SMALL)).eval()
+    with pytest.raises(TypeError, match="bos_id must be an int token id, got NoneType"):
+        s2s.generate(torch.tensor([[1, 2]]), 2, bos_id=None)
+
+
+@pytest.mark.parametrize("make, error, words", [
+    (lambda: RMSNorm(4, eps="x"), TypeError, "eps must be a positive number"),
+    (lambda: RMSNorm(4, eps=math.inf), ValueError, "eps must be positive and finite"),
+    (lambda: RMSNorm(4)(torch.tensor([[1, 2, 3, 4]])), TypeError, "floating-point"),
+    (lambda: RotaryEmbedding(8, base="x"), TypeError, "base must be a positive number"),
+    (lambda: RotaryEmbedding(8, base=math.nan), ValueError, "base must be positive and finite"),
+    (lambda: TransformerConfig(**SMALL, rope_base=math.inf), ValueError, "rope_base"),
+    (lambda: TransformerConfig(**SMALL, layer_norm_eps=math.inf), ValueError, "layer_norm_eps"),
+    (lambda: TransformerConfig(**SMALL, layer_norm_eps="x"), TypeError, "layer_norm_eps must be a number"),
+    (lambda: TransformerConfig(**SMALL, dropout="0"), TypeError, "dropout must be a number"),
+    (lambda: TransformerConfig(**SMALL, pad_id=1.5), TypeError, "pad_id must be an int"),
+    (lambda: TransformerConfig(**SMALL, norm_first="no"), TypeError, "norm_first must be True or False"),
+    (lambda: TransformerConfig(**SMALL, tie_weights=None), TypeError, "tie_weights must be True or False"),
+    (lambda: FeedForward(8, 32)(torch.randn(2, 6)), ValueError, r"\(\.\.\., d_model=8\), got \(2, 6\)"),
+    (lambda: FeedForward(0, 32), ValueError, "d_model must be a positive int"),
+    (lambda: LearnedPositionalEmbedding(0, 4), ValueError, "max_len must be a positive int"),
+    (lambda: sinusoidal_table(2.5, 4), ValueError, "max_len must be a positive int"),
+])
+def test_modules_and_configs(make, error, words):
+    with pytest.raises(error, match=words):
+        make()
+
+
+LLAMA = dict(hidden_size=8, num_attention_heads=2, num_key_value_heads=1, num_hidden_layers=2,
+             intermediate_size=16, max_position_embeddings=16, rms_norm_eps=1e-5, rope_theta=10000.0,
+             vocab_size=11, tie_word_embeddings=True)
+
+
+def llama_sd() -> dict:
+    cfg = llama_config(LLAMA)
+    ours = attnlib.GPT(cfg).state_dict()
+    names = {"embed.tok_emb.weight": "model.embed_tokens.weight", "norm_f.weight": "model.norm.weight"}
+    sd = {}
+    for k, v in ours.items():
+        if k == "lm_head.weight":
+            continue
+        if k in names:
+            sd[names[k]] = v
+            continue
+        i, rest = k.split(".", 2)[1:]
+        theirs = {"self_attn.q_proj": "self_attn.q_proj", "self_attn.k_proj": "self_attn.k_proj",
+                  "self_attn.v_proj": "self_attn.v_proj", "self_attn.out_proj": "self_attn.o_proj",
+                  "ffn.fc1": "mlp.up_proj", "ffn.gate": "mlp.gate_proj", "ffn.fc2": "mlp.down_proj",
+                  "norm1": "input_layernorm", "norm3": "post_attention_layernorm"}
+        mod, p = rest.rsplit(".", 1)
+        sd[f"model.layers.{i}.{theirs[mod]}.{p}"] = v
+    return sd
+
+
+def test_llama_conversion_names_what_is_missing():
+    cfg = llama_config(LLAMA)
+    sd = llama_sd()
+    attnlib.GPT(cfg).load_state_dict(llama_state(sd, cfg))  # the full set converts
+    for name in ("model.layers.1.self_attn.q_proj.weight", "model.norm.weight", "model.embed_tokens.weight"):
+        short = {k: v for k, v in sd.items() if k != name}
+        with pytest.raises(ValueError, match=f"no tensor '{name}'"):
+            llama_state(short, cfg)
+        with pytest.raises(KeyError):  # a failed lookup, too
+            llama_state(short, cfg)
+    with pytest.raises(ValueError, match="Llama config has no 'hidden_size'"):
+        llama_config({k: v for k, v in LLAMA.items() if k != "hidden_size"})
+
+
+def test_token_ids_to_decode_are_ints():
+    tok = attnlib.CharTokenizer("abc")
+    for bad, error, words in (([1.7], TypeError, "token ids must be ints, got float"),
+                              ("ab", TypeError, "sequence of int token ids, got str"),
+                              (None, TypeError, "sequence of int token ids, got NoneType")):
+        with pytest.raises(error, match=words):
+            tok.decode(bad)
+    assert tok.decode([np.int64(0), 1]) == "ab"
