@@ -130,6 +130,17 @@ def _check_mask(attn_mask: Tensor, scores_shape: tuple[int, ...]) -> None:
             )
 
 
+def _check_scale(scale: Any) -> Optional[float]:
+    """None (1 / sqrt(d_k)) or a finite number, as a float."""
+    if scale is None:
+        return None
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+        raise TypeError(f"scale must be a number (or None for 1/sqrt(d_k)), got {scale!r}")
+    if not math.isfinite(scale):
+        raise ValueError(f"scale must be finite (or None for 1/sqrt(d_k)), got {scale}")
+    return float(scale)
+
+
 def _dead_rows(attn_mask: Tensor) -> Tensor:
     """True for query rows in which every key is masked out, shape (..., Tq, 1)."""
     if attn_mask.dtype == torch.bool:
@@ -197,12 +208,7 @@ def scaled_dot_product_attention(
         raise TypeError(f"dropout_p must be a number in [0, 1), got {dropout_p!r}")
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
-    if scale is not None:
-        if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
-            raise TypeError(f"scale must be a number (or None for 1/sqrt(d_k)), got {scale!r}")
-        if not math.isfinite(scale):
-            raise ValueError(f"scale must be finite (or None for 1/sqrt(d_k)), got {scale}")
-        scale = float(scale)
+    scale = _check_scale(scale)
     if tk == 0 and tq > 0:
         raise ValueError(
             f"key and value hold no positions (Tk=0, key {tuple(key.shape)}): a softmax over no keys "

@@ -62,14 +62,16 @@ def load_corpus(books: Optional[Sequence[str]] = ("Genesis",), max_chars: Option
     """
     if isinstance(books, str):
         books = (books,)
+    if books is not None and not hasattr(books, "__iter__"):
+        raise TypeError(f"books must be a list of book names (or None for all), got {books!r}")
     known = corpus_books()
     if books is None:
         books = known
     unknown = [b for b in books if b not in known]
     if unknown:
         raise ValueError(f"unknown book(s) {unknown}; the corpus has {len(known)} books, e.g. {known[:3]}")
-    if max_chars is not None and max_chars < 1:
-        raise ValueError(f"max_chars must be >= 1, got {max_chars}")
+    if max_chars is not None and (isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1):
+        raise ValueError(f"max_chars must be >= 1, got {max_chars!r} (an int, or None for everything)")
     by_book: dict[str, list[str]] = {}
     for v in _verses():
         by_book.setdefault(v["book"], []).append(v["text"])

@@ -18,6 +18,8 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
+from .tokenizers import _check_ids
+
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 SOURCE_FORMAT = "DD Mon YYYY"  # 11 characters, the day zero-padded ("03 Nov 2026")
 TARGET_FORMAT = "YYYY-MM-DD"   # 10 characters (ISO 8601)
@@ -37,6 +39,13 @@ def date_pairs(n: int, *, seed: int = 0, first: _dt.date = _dt.date(1900, 1, 1),
     Raises:
         ValueError: ``n`` < 1 or more than the days in the range.
     """
+    for name, day in (("first", first), ("last", last)):
+        if not isinstance(day, _dt.date) or (isinstance(day, _dt.datetime) and day.time() != _dt.time()):
+            raise TypeError(f"{name} must be a datetime.date (a day, no time of day), got {day!r}")
+    if last < first:
+        raise ValueError(f"last={last} is before first={first}")
+    first = _dt.date(first.year, first.month, first.day)  # a datetime at midnight: its day
+    last = _dt.date(last.year, last.month, last.day)
     days = (last - first).days + 1
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= days:
         raise ValueError(f"n must be an int in [1, {days}] (the days from {first} to {last}), got {n!r}")
@@ -62,6 +71,8 @@ class DateTokenizer:
 
     def encode(self, text: str, *, eos: bool = False) -> list[int]:
         """One id per character, plus ``<eos>`` at the end if ``eos``."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
         for pos, c in enumerate(text):
             if c not in self.stoi or len(c) != 1 or c in self.specials:
                 raise ValueError(f"character {c!r} at position {pos} of {text!r} is not in the date "
@@ -70,9 +81,11 @@ class DateTokenizer:
 
     def tokens(self, ids: Sequence[int]) -> list[str]:
         """The token string of every id, specials included (labels for plots)."""
-        for i in ids:
-            if not 0 <= int(i) < self.vocab_size:
-                raise ValueError(f"token id {int(i)} is outside [0, vocab_size={self.vocab_size})")
+        if hasattr(ids, "tolist"):  # a tensor or array of ids: (T,)
+            if getattr(ids, "ndim", 1) != 1:
+                raise ValueError(f"ids must be one sequence (T,), got shape {tuple(ids.shape)}")
+            ids = ids.tolist()
+        _check_ids(ids, self.vocab_size)
         return [self.itos[int(i)] for i in ids]
 
     def decode(self, ids: Sequence[int]) -> str:

@@ -38,6 +38,8 @@ def loss_by_position(model: nn.Module, ids: Tensor, block_size: int, *,
         A float32 tensor: entry ``t`` is the cross-entropy (nats) of predicting token ``t + 1``,
         averaged over the ``n`` windows. Its mean is the held-out loss over all positions.
     """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module (e.g. attnlib.GPT), got {type(model).__name__}")
     if not isinstance(ids, Tensor):
         raise TypeError(f"ids must be a torch.Tensor of token ids, got {type(ids).__name__}")
     if ids.is_floating_point() or ids.dtype == torch.bool:

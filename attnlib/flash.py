@@ -20,7 +20,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .attention import _check_inputs, _check_mask, causal_mask
+from .attention import _check_inputs, _check_mask, _check_scale, causal_mask
 
 
 def tiled_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Optional[Tensor] = None,
@@ -42,6 +42,7 @@ def tiled_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Option
     if not isinstance(tile, int) or isinstance(tile, bool) or tile < 1:
         raise ValueError(f"tile must be a positive int (keys per tile), got {tile!r}")
     batch = _check_inputs(query, key, value)
+    scale = _check_scale(scale)
     tq, tk = query.shape[-2], key.shape[-2]
     if is_causal:
         if attn_mask is not None:

@@ -15,6 +15,8 @@ from .attention import MultiHeadAttention
 
 def mha_to_torch(mha: MultiHeadAttention) -> nn.MultiheadAttention:
     """An ``nn.MultiheadAttention`` (batch_first, same training mode) with ``mha``'s weights."""
+    if not isinstance(mha, MultiHeadAttention):
+        raise TypeError(f"mha must be an attnlib.MultiHeadAttention, got {type(mha).__name__}")
     if mha.n_kv_heads != mha.n_heads:
         raise ValueError(
             f"nn.MultiheadAttention has no grouped-query attention: this module has n_kv_heads="
@@ -35,6 +37,8 @@ def mha_to_torch(mha: MultiHeadAttention) -> nn.MultiheadAttention:
 
 def mha_from_torch(ref: nn.MultiheadAttention) -> MultiHeadAttention:
     """An attnlib ``MultiHeadAttention`` with ``ref``'s weights (``ref`` must use one C for q, k, v)."""
+    if not isinstance(ref, nn.MultiheadAttention):
+        raise TypeError(f"ref must be a torch.nn.MultiheadAttention, got {type(ref).__name__}")
     if not ref._qkv_same_embed_dim:
         raise ValueError(
             f"nn.MultiheadAttention with kdim={ref.kdim} / vdim={ref.vdim} != embed_dim={ref.embed_dim} "

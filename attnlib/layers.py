@@ -72,6 +72,8 @@ class FeedForward(nn.Module):
         if not isinstance(x, Tensor) or x.dim() < 1 or x.shape[-1] != self.fc1.in_features:
             shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
             raise ValueError(f"x must have shape (..., d_model={self.fc1.in_features}), got {shape}")
+        if not x.is_floating_point():
+            raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
         approximate = _GELU.get(self.activation)
         if approximate is not None and _plain_call(self.fc1):  # one fused call where oneDNN runs it
             h = kernels.linear_gelu(x, self.fc1.weight, self.fc1.bias, approximate)
@@ -140,6 +142,8 @@ class EncoderLayer(nn.Module):
         """Args: attn_mask (bool True = may attend, or float added), e.g. a padding mask (B, 1, 1, T).
 
         Returns (x (B, T, C), weights (B, H, T, T) or None)."""
+        self.self_attn._check_input("x", x)  # before the first LayerNorm sees it
+
         def attend(h: Tensor) -> tuple[Tensor, Optional[Tensor]]:
             out, w = self.self_attn(h, attn_mask=attn_mask, need_weights=need_weights, rope=rope,
                                     positions=positions, backend=backend)
@@ -204,6 +208,7 @@ class DecoderLayer(nn.Module):
             cache, layer_idx: a KVCache and this layer's slot in it (incremental decoding).
 
         Returns (x, self weights or None, cross weights or None)."""
+        self.self_attn._check_input("x", x)  # before the first LayerNorm sees it
         if (memory is None) != (self.cross_attn is None):
             raise ValueError("memory must be given exactly when the layer has cross-attention "
                              f"(cross_attention={self.cross_attn is not None}, memory given={memory is not None})")
@@ -263,6 +268,12 @@ class Embeddings(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, input_ids: Tensor, positions: Tensor, token_type_ids: Optional[Tensor] = None) -> Tensor:
+        if positions.shape != input_ids.shape[-1:]:
+            raise ValueError(f"positions must be (T,) = {tuple(input_ids.shape[-1:])}, one per token of "
+                             f"input_ids {tuple(input_ids.shape)}; got {tuple(positions.shape)}")
+        if token_type_ids is not None and token_type_ids.shape != input_ids.shape:
+            raise ValueError(f"token_type_ids must have input_ids' shape {tuple(input_ids.shape)}, got "
+                             f"{tuple(token_type_ids.shape)}")
         x = self.tok_emb(input_ids)  # (B, T, C)
         if self.pos_emb is not None:
             x = x + self.pos_emb(positions).to(x.dtype)  # (T, C) broadcasts over the batch

@@ -12,7 +12,9 @@ Each helper below goes one way; every pair is tested to round-trip.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+import math
+import numbers
+from typing import Any, Callable, Optional
 
 import torch
 from torch import Tensor
@@ -41,9 +43,16 @@ def to_additive(mask: Tensor, dtype: torch.dtype = torch.float32, *, fill: Optio
     """
     if not isinstance(mask, Tensor):
         raise TypeError(f"mask must be a torch.Tensor, got {type(mask).__name__}")
-    if not dtype.is_floating_point:
-        raise TypeError(f"dtype must be a floating dtype, got {dtype}")
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating dtype (e.g. torch.float32), got {dtype!r}")
+    if fill is not None:
+        if isinstance(fill, bool) or not isinstance(fill, numbers.Real):
+            raise TypeError(f"fill must be a number (the score added at blocked positions), got {fill!r}")
+        if math.isnan(fill) or fill == math.inf:
+            raise ValueError(f"fill must be -inf or a finite number (it is added to the scores), got {fill}")
     if mask.is_floating_point():
+        if mask.numel() and not float(mask.max()) < math.inf:
+            raise ValueError("a float mask is already additive: finite values or -inf; this one holds NaN or +inf")
         return mask.to(dtype)
     _check_bool("mask", mask)
     blocked = float("-inf") if fill is None else fill
@@ -56,6 +65,8 @@ def from_additive(mask: Tensor) -> Tensor:
     if not isinstance(mask, Tensor) or not mask.is_floating_point():
         got = mask.dtype if isinstance(mask, Tensor) else type(mask).__name__
         raise TypeError(f"mask must be a floating tensor (0 / -inf), got {got}")
+    if mask.numel() and not float(mask.max()) < math.inf:  # NaN or +inf: not an additive mask
+        raise ValueError("an additive mask holds finite values or -inf; this one holds NaN or +inf")
     return ~torch.isneginf(mask)
 
 
@@ -106,6 +117,11 @@ def _polarity_flip(mask: Tensor) -> Callable[[Tensor], Tensor]:
     return (lambda m: ~m) if mask.dtype == torch.bool else (lambda m: m)
 
 
+def _check_heads(n_heads: Any) -> None:
+    if isinstance(n_heads, bool) or not isinstance(n_heads, numbers.Integral) or n_heads < 1:
+        raise ValueError(f"n_heads must be a positive int, got n_heads={n_heads!r}")
+
+
 def to_nn_mha(mask: Tensor, n_heads: Optional[int] = None) -> Tensor:
     """attnlib/SDPA mask -> ``nn.MultiheadAttention``'s ``attn_mask``.
 
@@ -124,6 +140,7 @@ def to_nn_mha(mask: Tensor, n_heads: Optional[int] = None) -> Tensor:
         raise ValueError(f"mask must have shape (Tq, Tk) or (B, H, Tq, Tk), got {tuple(mask.shape)}")
     if n_heads is None:
         raise ValueError(f"a 4-D mask {tuple(mask.shape)} needs n_heads to build the (B * H, Tq, Tk) layout")
+    _check_heads(n_heads)
     B, H, Tq, Tk = mask.shape
     if H not in (1, n_heads):
         raise ValueError(f"mask has {H} heads in dim 1, expected 1 or n_heads={n_heads}")
@@ -143,7 +160,9 @@ def from_nn_mha(mask: Tensor, n_heads: Optional[int] = None) -> Tensor:
         return flip(mask)
     if mask.dim() != 3:
         raise ValueError(f"mask must have shape (Tq, Tk) or (B * H, Tq, Tk), got {tuple(mask.shape)}")
-    if n_heads is None or n_heads < 1 or mask.shape[0] % n_heads != 0:
+    if n_heads is not None:
+        _check_heads(n_heads)
+    if n_heads is None or mask.shape[0] % n_heads != 0:
         raise ValueError(
             f"a 3-D mask of shape {tuple(mask.shape)} needs n_heads dividing its first dim "
             f"{mask.shape[0]} (= B * H), got n_heads={n_heads}"

@@ -61,6 +61,8 @@ class RMSNorm(nn.Module):
 
 def make_norm(kind: str, dim: int, eps: float) -> nn.Module:
     """``nn.LayerNorm(dim, eps)`` for "layernorm", :class:`RMSNorm` for "rmsnorm" (config ``norm``)."""
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 < eps < math.inf:
+        raise ValueError(f"eps must be a positive finite number, got eps={eps!r}")
     if kind == "layernorm":
         return nn.LayerNorm(dim, eps=eps)
     if kind == "rmsnorm":

@@ -110,6 +110,9 @@ class LearnedPositionalEmbedding(nn.Embedding):
 def rotate_half(x: Tensor) -> Tensor:
     """(x1, x2) -> (-x2, x1) on the two halves of the last dim: a 90-degree turn of each pair
     (x[i], x[i + D/2]). This is the GPT-NeoX / Hugging Face Llama pairing, not interleaved pairs."""
+    if x.shape[-1] % 2:
+        raise ValueError(f"rotate_half turns pairs of coordinates: the last dim must be even, got "
+                         f"shape {tuple(x.shape)}")
     half = x.shape[-1] // 2
     x1, x2 = x[..., :half], x[..., half:]
     return torch.cat((-x2, x1), dim=-1)

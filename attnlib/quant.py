@@ -38,6 +38,26 @@ def _check_weight(w: Tensor, name: str = "w") -> None:
     if not w.is_floating_point() or w.dim() < 1:
         raise TypeError(f"{name} must be a floating-point tensor with at least 1 dim, got dtype "
                         f"{w.dtype} and shape {tuple(w.shape)}")
+    if w.shape[-1] < 1:
+        raise ValueError(f"{name} has no weights along its last dim: shape {tuple(w.shape)}")
+    if not bool(torch.isfinite(w).all()):
+        raise ValueError(f"{name} holds NaN or inf: a scale computed from it would spoil every code of "
+                         f"its row or block")
+
+
+def _check_codes(q: Tensor, params: tuple[Tensor, ...], kind: str, top: int, low: int = 0) -> None:
+    """Codes (..., n, block) or (..., C) of integer dtype in [low, top], with one parameter per
+    row or block in each of ``params`` (shape (..., n, 1) or (..., 1))."""
+    if not isinstance(q, Tensor) or q.is_floating_point() or q.dtype == torch.bool:
+        got = q.dtype if isinstance(q, Tensor) else type(q).__name__
+        raise TypeError(f"{kind} codes must be an integer tensor, got {got}")
+    for p in params:
+        if not isinstance(p, Tensor) or p.shape != (*q.shape[:-1], 1):
+            got = tuple(p.shape) if isinstance(p, Tensor) else type(p).__name__
+            raise ValueError(f"{kind}: codes of shape {tuple(q.shape)} need one parameter per row or "
+                             f"block, shape {(*q.shape[:-1], 1)}; got {got}")
+    if q.numel() and not low <= int(q.min()) <= int(q.max()) <= top:
+        raise ValueError(f"{kind} codes lie in {low}..{top}, got {int(q.min())}..{int(q.max())}")
 
 
 def _blocks(w: Tensor, block: int) -> Tensor:
@@ -70,6 +90,7 @@ def quantize_rows(w: Tensor, bits: int = 8) -> tuple[Tensor, Tensor]:
 
 def dequantize_rows(q: Tensor, scale: Tensor) -> Tensor:
     """``q * scale`` as float32 (the inverse of :func:`quantize_rows`, up to rounding)."""
+    _check_codes(q, (scale,), "per-row", 127, -127)
     return q.float() * scale
 
 
@@ -106,6 +127,9 @@ def quantize_groupwise(w: Tensor, bits: int = 4, block: int = 32, *,
 
 def dequantize_groupwise(q: Tensor, scale: Tensor, minimum: Tensor) -> Tensor:
     """``scale * q + minimum`` per block, flattened back: (..., n, block) -> (..., n * block)."""
+    _check_codes(q, (scale, minimum), "group-wise", 255)
+    if q.dim() < 2:
+        raise ValueError(f"group-wise codes have shape (..., n_blocks, block), got {tuple(q.shape)}")
     w = q.float() * scale + minimum                                      # (..., n, block)
     return w.reshape(*w.shape[:-2], -1)
 
@@ -119,10 +143,11 @@ def pack_q4_1(q: Tensor, scale: Tensor, minimum: Tensor) -> Tensor:
     Shapes:
         q (..., n, 32) uint8 in 0..15, scale and minimum (..., n, 1) -> (N, 20) uint8, N = all blocks.
     """
-    if q.shape[-1] != 32 or int(q.max()) > 15:
-        raise ValueError(f"Q4_1 needs blocks of 32 four-bit codes (0..15), got shape {tuple(q.shape)} "
-                         f"and largest code {int(q.max())}; use quantize_groupwise(w, 4, 32)")
-    q = q.reshape(-1, 32)                                                # (N, 32)
+    _check_codes(q, (scale, minimum), "Q4_1", 15)
+    if q.shape[-1] != 32 or q.numel() == 0:
+        raise ValueError(f"Q4_1 needs blocks of 32 four-bit codes (0..15), got shape {tuple(q.shape)}; "
+                         f"use quantize_groupwise(w, 4, 32)")
+    q = q.reshape(-1, 32).to(torch.uint8)                                # (N, 32)
     nibbles = q[:, :16] | (q[:, 16:] << 4)                               # (N, 16)
     d = scale.reshape(-1, 1).half().view(torch.uint8)                    # (N, 2)
     m = minimum.reshape(-1, 1).half().view(torch.uint8)                  # (N, 2)
@@ -160,6 +185,7 @@ def quantize_nf4(w: Tensor, block: int = 64) -> tuple[Tensor, Tensor]:
 
 def dequantize_nf4(codes: Tensor, absmax: Tensor) -> Tensor:
     """``NF4_LEVELS[code] * absmax`` per block, flattened back to (..., C)."""
+    _check_codes(codes, (absmax,), "NF4", 15)
     levels = torch.tensor(NF4_LEVELS, device=codes.device)
     w = levels[codes.long()] * absmax                                    # (..., n, block)
     return w.reshape(*w.shape[:-2], -1)
@@ -193,6 +219,9 @@ def bits_per_weight(scheme: str = "int8", *, bits: int = 4, block: int = 32, row
     "int8"/"rows" need ``row_len`` (one scale per row); "groupwise" has a scale and a minimum per
     block, "nf4" one absmax per block, "q4_1" is 5.0 (20 bytes per 32 weights).
     """
+    for name, n in (("bits", bits), ("block", block), ("row_len", row_len), ("param_bits", param_bits)):
+        if isinstance(n, bool) or not isinstance(n, int) or n < (0 if name == "row_len" else 1):
+            raise ValueError(f"{name} must be a positive int, got {name}={n!r}")
     if scheme in ("int8", "rows"):
         if row_len < 1:
             raise ValueError(f"per-row schemes need row_len (weights per row), got {row_len}")
@@ -214,9 +243,18 @@ def quantize_linears(model: nn.Module, fn: Callable[[Tensor], Tensor],
         fn: a round trip, e.g. ``lambda w: round_trip(w, "q4_1")``.
         where: picks linear layers by their module name (e.g. skip the tied output head).
     """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not callable(fn):
+        raise TypeError(f"fn must be callable as fn(weight), got {type(fn).__name__}")
     copy_ = copy.deepcopy(model)
     with torch.no_grad():
         for name, module in copy_.named_modules():
             if isinstance(module, nn.Linear) and where(name):
-                module.weight.copy_(fn(module.weight).to(module.weight.dtype))
+                new = fn(module.weight)
+                if not isinstance(new, Tensor) or new.shape != module.weight.shape:
+                    got = tuple(new.shape) if isinstance(new, Tensor) else type(new).__name__
+                    raise ValueError(f"fn must return a tensor of the weight's shape "
+                                     f"{tuple(module.weight.shape)} ({name}), got {got}")
+                module.weight.copy_(new.to(module.weight.dtype))
     return copy_

@@ -95,6 +95,12 @@ def save_tiny_gpt(model: GPT, tokenizer: CharTokenizer, path: PathLike, *,
     # tied weights are one tensor: store it once (lm_head.weight is rebuilt by GPT(cfg))
     state = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.state_dict().items()
              if not (model.cfg.tie_weights and k == "lm_head.weight")}
+    extra = {} if extra is None else extra
+    if not isinstance(extra, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in extra.items()):
+        raise TypeError(f"extra must be a dict of str to str (safetensors metadata), got {extra!r}")
+    clash = sorted({"format", "config", "vocab"} & set(extra))
+    if clash:
+        raise ValueError(f"extra may not set {clash}: the file's own metadata (the model and its vocabulary)")
     meta = {"format": _FORMAT, "config": json.dumps(asdict(model.cfg), sort_keys=True),
             "vocab": json.dumps(tokenizer.itos, ensure_ascii=False), **(extra or {})}
     path = Path(path)

@@ -55,9 +55,12 @@ class CharTokenizer:
     """One token per character; the vocabulary is the sorted set of characters seen in training."""
 
     def __init__(self, chars: Iterable[str]):
+        if isinstance(chars, (bytes, bytearray)) or not hasattr(chars, "__iter__"):
+            raise TypeError(f"chars must be a str (or an iterable of characters), got {type(chars).__name__}")
+        chars = list(chars)
+        if any(not isinstance(c, str) or len(c) != 1 for c in chars):
+            raise ValueError("CharTokenizer vocabulary entries must be single characters (str of length 1)")
         self.itos: list[str] = sorted(set(chars))
-        if any(len(c) != 1 for c in self.itos):
-            raise ValueError("CharTokenizer vocabulary entries must be single characters")
         self.stoi: dict[str, int] = {c: i for i, c in enumerate(self.itos)}
 
     @classmethod
@@ -120,9 +123,17 @@ class BPETokenizer:
     """
 
     def __init__(self, merges: Sequence[tuple[int, int]] = (), history: Sequence[MergeStep] = ()):
+        for name, seq in (("merges", merges), ("history", history)):
+            if isinstance(seq, (str, bytes)) or not hasattr(seq, "__iter__"):
+                raise TypeError(f"{name} must be a sequence, got {type(seq).__name__}")
+        if any(not isinstance(h, MergeStep) for h in history):
+            raise TypeError("history must hold MergeStep records (as train() makes them)")
+        if any(not hasattr(p, "__len__") for p in merges):
+            raise ValueError(f"merges must be pairs of ids, got {list(merges)[:3]!r}")
         self.merges: list[tuple[int, int]] = [tuple(p) for p in merges]
         self.history: list[MergeStep] = list(history)
         self.vocab: dict[int, bytes] = {i: bytes([i]) for i in range(256)}
+        seen: dict[tuple[int, int], int] = {}
         for k, pair in enumerate(self.merges):
             if len(pair) != 2:
                 raise ValueError(f"merge {k} must be a pair of ids, got {pair!r}")
@@ -132,6 +143,10 @@ class BPETokenizer:
             if bad:
                 raise ValueError(f"merge {k} uses id {bad[0]}, but only ids in [0, {256 + k}) exist before it")
             a, b = self.merges[k] = (int(pair[0]), int(pair[1]))
+            if (a, b) in seen:
+                raise ValueError(f"merge {k} repeats the pair {(a, b)} (merge {seen[(a, b)]}); "
+                                 f"its id {256 + k} could never be produced")
+            seen[(a, b)] = k
             self.vocab[256 + k] = self.vocab[a] + self.vocab[b]
         self._rank = {p: k for k, p in enumerate(self.merges)}
 
@@ -142,6 +157,8 @@ class BPETokenizer:
         Each step merges the most frequent adjacent pair. Ties go to the pair that comes first in
         Hugging Face's order (see :func:`tie_order`), so the merges equal ``tokenizers``' BpeTrainer's.
         """
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
         _check_int("num_merges", num_merges)
         if num_merges < 0:
             raise ValueError(f"num_merges must be >= 0, got {num_merges}")
@@ -184,6 +201,8 @@ class BPETokenizer:
 
     def encode(self, text: str, num_merges: Optional[int] = None) -> list[int]:
         """Token ids of ``text``, using only the first ``num_merges`` merges (default: all)."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
         if num_merges is not None:
             _check_int("num_merges", num_merges)
         limit = len(self.merges) if num_merges is None else num_merges

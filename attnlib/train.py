@@ -12,6 +12,8 @@ has read (:func:`teacher_forcing`).
 """
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
@@ -89,6 +91,9 @@ def sample_batch(data: Data, batch_size: int, block_size: Optional[int],
         starts = torch.randint(0, data.numel() - block_size, (batch_size,), generator=generator)
         return torch.stack([data[s : s + block_size + 1] for s in starts.tolist()])  # (B, T + 1)
     if data.dim() == 2:
+        if data.shape[0] < 1 or data.shape[1] < 2:
+            raise ValueError(f"2-D data needs rows of at least 2 tokens (inputs and their next-token "
+                             f"targets), got data of shape {tuple(data.shape)}")
         rows = torch.randint(0, data.shape[0], (batch_size,), generator=generator)
         return data[rows]  # (B, L)
     raise ValueError(f"data must be 1-D (a corpus) or 2-D (N, L) sequences, got shape {tuple(data.shape)}")
@@ -136,10 +141,30 @@ def train(
         A list of ``steps`` floats: the mean cross-entropy of each step's batch, before its update.
         The model is left in the mode (train/eval) it had before the call.
     """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module (e.g. attnlib.GPT), got {type(model).__name__}")
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a positive int, got {steps!r}")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    for name, n in (("batch_size", batch_size), ("block_size", block_size)):
+        if n is None and name == "block_size":
+            continue
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+            raise ValueError(f"{name} must be a positive int, got {name}={n!r}")
+    for name, x, low in (("lr", lr, "> 0"), ("weight_decay", weight_decay, ">= 0"),
+                         ("grad_clip", grad_clip, "> 0 or None")):
+        if x is None and name == "grad_clip":
+            continue
+        if isinstance(x, bool) or not isinstance(x, numbers.Real):
+            raise TypeError(f"{name} must be a number {low}, got {name}={x!r}")
+        if not (math.isfinite(x) and (x >= 0 if name == "weight_decay" else x > 0)):
+            raise ValueError(f"{name} must be a finite number {low}, got {name}={x!r}")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be callable as callback(step, loss), got {type(callback).__name__}")
+    for name, tok in (("bos_id", bos_id), ("pad_id", pad_id)):
+        if tok is not None and (isinstance(tok, bool) or not isinstance(tok, numbers.Integral)):
+            raise TypeError(f"{name} must be an int token id or None, got {name}={tok!r}")
     generator = torch.Generator().manual_seed(0) if generator is None else generator
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
@@ -166,12 +191,19 @@ def train(
             raise ValueError(f"model returned logits {tuple(logits.shape)} for targets {tuple(targets.shape)}")
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
                                ignore_index=IGNORE_INDEX)
+        value = loss.item()
+        if not math.isfinite(value):  # checked before this step's update
+            raise ValueError(
+                f"the loss at step {step + 1} is {value}: nothing is left to learn from (a batch whose "
+                f"targets are all padding?) or the weights overflowed (a learning rate too large, "
+                f"lr={lr})"
+            )
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if grad_clip is not None:
             torch.nn.utils.clip_grad_norm_(params, grad_clip)
         optimizer.step()
-        history.append(loss.item())
+        history.append(value)
         if progress:
             rng.set_postfix(loss=f"{history[-1]:.3f}")
         if callback is not None:

@@ -24,6 +24,11 @@ def seed_everything(seed: int = 0, *, threads: Optional[int] = None) -> torch.Ge
 
     Returns a ``torch.Generator`` seeded with ``seed`` for code that wants its own stream.
     """
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 32:
+        raise ValueError(f"seed must be an int in [0, 2**32), got seed={seed!r}")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"threads must be a positive int (or None to leave torch's setting), "
+                         f"got threads={threads!r}")
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)  # seeds CUDA too

@@ -10,6 +10,8 @@ import pytest
 import torch
 
 import attnlib
+import attnlib as A
+from attnlib import interop, masks, quant, viz
 from attnlib import (KVCache, MultiHeadAttention, RMSNorm, RotaryEmbedding, TransformerConfig, causal_mask,
                      sample_next, scaled_dot_product_attention as sdpa, top_p_filter)
 from attnlib.layers import FeedForward
@@ -216,3 +218,136 @@ def test_token_ids_to_decode_are_ints():
         with pytest.raises(error, match=words):
             tok.decode(bad)
     assert tok.decode([np.int64(0), 1]) == "ab"
+
+
+# --- the rest of the library: training, masks, quantization, pictures, data helpers -----------
+def corpus() -> torch.Tensor:
+    return torch.randint(0, 11, (200,), generator=torch.Generator().manual_seed(0))
+
+
+@pytest.mark.parametrize("kw, error, words", [
+    (dict(lr=math.inf), ValueError, "lr must be a finite number > 0"),
+    (dict(lr=0.0), ValueError, "lr must be a finite number > 0"),
+    (dict(grad_clip=math.nan), ValueError, "grad_clip must be a finite number"),
+    (dict(grad_clip=-1.0), ValueError, "grad_clip must be a finite number"),
+    (dict(weight_decay="x"), TypeError, "weight_decay must be a number"),
+    (dict(batch_size=2.5), ValueError, "batch_size must be a positive int"),
+    (dict(block_size=8.0), ValueError, "block_size must be a positive int"),
+    (dict(generator="s"), TypeError, "generator must be a torch.Generator"),
+    (dict(callback=5), TypeError, "callback must be callable"),
+    (dict(pad_id="x"), TypeError, "pad_id must be an int"),
+])
+def test_train_arguments(kw, error, words):
+    args = {**dict(steps=2, batch_size=4, block_size=8), **kw}
+    with pytest.raises(error, match=words):
+        attnlib.train(gpt(), corpus(), **args)
+
+
+def test_train_refuses_what_is_not_a_model_and_stops_at_a_nan_loss():
+    with pytest.raises(TypeError, match="model must be a torch.nn.Module"):
+        attnlib.train("x", corpus(), steps=1, block_size=8)
+    with pytest.raises(ValueError, match=r"2 tokens.*\(4, 1\)"):
+        attnlib.train(gpt(), torch.zeros(4, 1, dtype=torch.long), steps=1)
+    s2s = attnlib.EncoderDecoder(TransformerConfig(**SMALL))
+    src, tgt = torch.randint(1, 11, (4, 5)), torch.zeros(4, 3, dtype=torch.long)  # all padding
+    with pytest.raises(ValueError, match="loss at step 1 is nan"):
+        attnlib.train(s2s, (src, tgt), steps=1, batch_size=2, bos_id=1, pad_id=0)
+
+
+@pytest.mark.parametrize("make, error, words", [
+    (lambda: A.tiled_attention(Q, Q, Q, scale=math.nan), ValueError, "scale must be finite"),
+    (lambda: A.tiled_attention(Q, Q, Q, scale="a"), TypeError, "scale must be a number"),
+    (lambda: masks.to_additive(causal_mask(3), fill=math.nan), ValueError, "fill must be -inf or a finite"),
+    (lambda: masks.to_additive(causal_mask(3), fill=math.inf), ValueError, "fill must be -inf or a finite"),
+    (lambda: masks.from_additive(torch.tensor([0.0, math.nan])), ValueError, "NaN or \\+inf"),
+    (lambda: masks.to_nn_mha(torch.ones(1, 1, 3, 3, dtype=torch.bool), n_heads=0), ValueError,
+     "n_heads must be a positive int"),
+    (lambda: masks.from_nn_mha(torch.ones(4, 3, 3, dtype=torch.bool), n_heads=2.0), ValueError,
+     "n_heads must be a positive int"),
+    (lambda: quant.quantize_rows(torch.tensor([[1.0, math.inf, 2.0]])), ValueError, "NaN or inf"),
+    (lambda: quant.quantize_nf4(torch.full((1, 64), math.nan)), ValueError, "NaN or inf"),
+    (lambda: quant.quantize_rows(torch.randn(4, 0)), ValueError, "no weights"),
+    (lambda: quant.dequantize_rows(torch.zeros(4, 8, dtype=torch.int8), torch.ones(1, 4)), ValueError,
+     "one parameter per row"),
+    (lambda: quant.dequantize_nf4(torch.full((1, 1, 64), 20, dtype=torch.uint8), torch.ones(1, 1, 1)),
+     ValueError, "codes lie in 0..15"),
+    (lambda: quant.dequantize_nf4(torch.zeros(1, 1, 64), torch.ones(1, 1, 1)), TypeError, "integer tensor"),
+    (lambda: quant.pack_q4_1(torch.full((1, 32), -1, dtype=torch.int8), torch.ones(1, 1), torch.ones(1, 1)),
+     ValueError, "codes lie in 0..15"),
+    (lambda: quant.bits_per_weight("nf4", block=0), ValueError, "block must be a positive int"),
+    (lambda: quant.quantize_linears(gpt(), lambda w: w.sum()), ValueError, "fn must return a tensor"),
+    (lambda: interop.mha_to_torch("x"), TypeError, "attnlib.MultiHeadAttention"),
+    (lambda: interop.mha_from_torch(MultiHeadAttention(8, 2)), TypeError, "nn.MultiheadAttention"),
+    (lambda: A.layers.EncoderLayer(16, 2, 32)(torch.randn(1, 3, 8)), ValueError, "d_model=16"),
+    (lambda: A.layers.EncoderLayer(16, 2, 32, layer_norm_eps=math.nan), ValueError, "eps must be"),
+    (lambda: FeedForward(8, 16)(torch.ones(2, 8, dtype=torch.long)), TypeError, "floating-point"),
+    (lambda: A.positional.rotate_half(torch.randn(2, 3)), ValueError, "must be even"),
+    (lambda: attnlib.seed_everything("a"), ValueError, "seed must be an int"),
+    (lambda: attnlib.seed_everything(0, threads=0), ValueError, "threads must be a positive int"),
+    (lambda: attnlib.CharTokenizer(None), TypeError, "chars must be a str"),
+    (lambda: attnlib.CharTokenizer([1, 2]), ValueError, "single characters"),
+    (lambda: attnlib.BPETokenizer(merges=[(1, 2), (1, 2)]), ValueError, "repeats the pair"),
+    (lambda: attnlib.BPETokenizer().encode(None), TypeError, "text must be a str"),
+    (lambda: attnlib.BPETokenizer.train(None, 5), TypeError, "text must be a str"),
+    (lambda: A.evaluate.loss_by_position("x", corpus(), 8), TypeError, "model must be a torch.nn.Module"),
+    (lambda: quant.quantize_linears("x", lambda w: w), TypeError, "model must be a torch.nn.Module"),
+    (lambda: masks.to_additive(torch.tensor([0.0, math.nan])), ValueError, "NaN or \\+inf"),
+    (lambda: gpt().embed(torch.tensor([[1, 2, 3]]), torch.arange(4)), ValueError, "positions must be"),
+    (lambda: next(attnlib.stream_reply("x", None, [])), TypeError, "model must be an attnlib.GPT"),
+])
+def test_library_helpers(make, error, words):
+    with pytest.raises(error, match=words):
+        make()
+
+
+@pytest.mark.parametrize("make, error, words", [
+    (lambda: viz.heatmap(torch.rand(3, 3), digits=-1), ValueError, "digits must be an int >= 0"),
+    (lambda: viz.heatmap(torch.rand(3, 3), row_tokens=5), TypeError, "row_tokens must be a sequence"),
+    (lambda: viz.heatmap(torch.rand(3, 3), vmin="a"), TypeError, "vmin must be a number"),
+    (lambda: viz.heatmap([[1, 2], [3]]), TypeError, "rows of equal length"),
+    (lambda: viz.heatmap(torch.rand(2, 2, dtype=torch.complex64)), TypeError, "real numbers"),
+    (lambda: viz.attention_explorer(None, list("abc")), TypeError, "need_weights=True"),
+    (lambda: viz.attention_explorer(torch.rand(2, 3, 3), None), TypeError, "tokens must be a list"),
+    (lambda: viz.attention_explorer(torch.rand(2, 3, 3), list("abc"), batch_index="0"), TypeError,
+     "batch_index must be an int"),
+])
+def test_pictures(make, error, words):
+    with pytest.raises(error, match=words):
+        make()
+
+
+def test_live_page_and_saved_model_arguments(tmp_path):
+    tok = attnlib.CharTokenizer("abcdefghijk")
+    model = gpt(positional="learned")
+    with pytest.raises(ValueError, match="finite temperature"):
+        viz.live_model(model, tok, prompt="abc", temperature=math.inf)
+    with pytest.raises(TypeError, match="seed must be an int"):
+        viz.live_model(model, tok, prompt="abc", seed=1.5)
+    with pytest.raises(ValueError, match="prompt: character"):
+        viz.live_model(model, tok, prompt="XYZ")
+    broken = gpt()
+    with torch.no_grad():
+        broken.layers[0].ffn.fc1.weight[0, 0] = math.nan
+    with pytest.raises(ValueError, match="NaN or inf weights"):
+        viz.live_model(broken, tok, prompt="abc")
+    with pytest.raises(ValueError, match=r"extra may not set \['vocab'\]"):
+        attnlib.save_tiny_gpt(model, tok, tmp_path / "m.safetensors", extra={"vocab": '["a"]'})
+
+
+def test_dates_and_corpus_arguments():
+    import datetime as dt
+
+    from attnlib import dates
+
+    with pytest.raises(TypeError, match="no time of day"):
+        dates.date_pairs(2, first=dt.datetime(2020, 1, 1, 12), last=dt.date(2020, 1, 9))
+    with pytest.raises(ValueError, match="is before first"):
+        dates.date_pairs(2, first=dt.date(2020, 1, 10), last=dt.date(2020, 1, 1))
+    with pytest.raises(TypeError, match="token ids must be ints, got float"):
+        dates.DateTokenizer().tokens([1.7])
+    with pytest.raises(TypeError, match="text must be a str"):
+        dates.DateTokenizer().encode(None)
+    with pytest.raises(ValueError, match="max_chars must be >= 1, got 1.5"):
+        attnlib.load_corpus(max_chars=1.5)
+    with pytest.raises(TypeError, match="books must be a list"):
+        attnlib.load_corpus(books=5)

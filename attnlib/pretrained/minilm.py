@@ -122,11 +122,16 @@ def mean_pool(hidden: Tensor, attention_mask: Tensor) -> Tensor:
 
     Padded positions (mask 0) are left out of both the sum and the count.
     """
+    for name, t in (("hidden", hidden), ("attention_mask", attention_mask)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if hidden.dim() != 3 or attention_mask.dim() != 2 or hidden.shape[:2] != attention_mask.shape:
         raise ValueError(
             f"mean_pool needs hidden (B, T, C) and attention_mask (B, T) with the same B and T, got "
             f"{tuple(hidden.shape)} and {tuple(attention_mask.shape)}"
         )
+    if attention_mask.numel() and not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
+        raise ValueError("attention_mask must hold only 0 (padding) and 1 (real token)")
     m = attention_mask.to(hidden.dtype).unsqueeze(-1)  # (B, T, 1)
     return (hidden * m).sum(dim=1) / m.sum(dim=1).clamp(min=1e-9)  # (B, C)
 

@@ -109,12 +109,14 @@ class GGUFTokenizer:
             raise ValueError("this GGUF file has no tokenizer.chat_template")
         from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-        if isinstance(messages, (str, dict)):
+        if isinstance(messages, (str, dict)) or not hasattr(messages, "__iter__"):
             raise TypeError(f"messages must be a list of {{'role': ..., 'content': ...}} dicts, got a "
                             f"{type(messages).__name__}; e.g. [{{'role': 'user', 'content': 'Hi'}}]")
         for m in messages:
             if not isinstance(m, dict) or "role" not in m or "content" not in m:
                 raise ValueError(f"each message must be a dict with 'role' and 'content', got {m!r}")
+            if not isinstance(m["role"], str) or not isinstance(m["content"], str):
+                raise TypeError(f"a message's role and content must be str, got {m!r}")
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)  # transformers' settings
         special = lambda i: None if i is None else self._tok.id_to_token(i)  # noqa: E731
         return env.from_string(self.chat_template).render(
@@ -168,6 +170,13 @@ def stream_reply(model: GPT, tok: GGUFTokenizer, messages: Sequence[dict[str, st
     (``<|im_end|>``) or after ``max_new_tokens``. A piece is yielded once its bytes form whole
     characters, so an emoji split over several tokens comes out in one piece.
     """
+    if not isinstance(model, GPT):
+        raise TypeError(f"model must be an attnlib.GPT (from load_smollm2()), got {type(model).__name__}")
+    if not isinstance(tok, GGUFTokenizer):
+        raise TypeError(f"tok must be the GGUFTokenizer from load_smollm2(), got {type(tok).__name__}")
+    if (isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int)
+            or max_new_tokens < 1):
+        raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
     device = next(model.parameters()).device
     step = torch.tensor([tok.chat(messages)], device=device)  # (1, T): the prompt first
     cache, new, shown = KVCache(), [], ""

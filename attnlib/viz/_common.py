@@ -9,12 +9,23 @@ import numpy as np
 
 def to_numpy(data: Any, name: str = "data") -> np.ndarray:
     """Any tensor / array / nested list -> float64 numpy array (detached, on the CPU)."""
+    if data is None:
+        raise TypeError(f"{name} is None: pass the attention weights, e.g. a model's out.attentions "
+                        f"from a call with need_weights=True")
     if hasattr(data, "detach"):  # torch.Tensor, without importing torch here
+        if data.is_complex():
+            raise TypeError(f"{name} must be real numbers, got dtype {data.dtype}")
         data = data.detach().to("cpu").float().numpy()
     try:
-        arr = np.asarray(data, dtype=np.float64)
+        arr = np.asarray(data)
+        if np.iscomplexobj(arr):
+            raise TypeError(f"{name} must be real numbers, got complex values")
+        arr = arr.astype(np.float64)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be numeric array-like, got {type(data).__name__}") from exc
+        if "complex" in str(exc):
+            raise
+        raise TypeError(f"{name} must be a numeric array-like with rows of equal length, got "
+                        f"{type(data).__name__}") from exc
     return arr
 
 
@@ -26,6 +37,8 @@ def check_tokens(tokens: Optional[Sequence[Any]], n: int, what: str, unit: str) 
         tokens = tokens.tolist()
     if isinstance(tokens, str):
         raise TypeError(f"{what} must be a sequence of token strings, not one string {tokens!r}")
+    if not hasattr(tokens, "__iter__"):
+        raise TypeError(f"{what} must be a sequence of token strings (or None), got {tokens!r}")
     tokens = [str(t) for t in tokens]
     if len(tokens) != n:
         raise ValueError(f"{what} has {len(tokens)} tokens but the matrix has {n} {unit}")
@@ -44,6 +57,8 @@ def check_limits(vmin: Any, vmax: Any) -> None:
     """A colour limit is None (from the data) or a finite number: inf/NaN cannot be drawn or sent
     to the browser (JSON has no -Infinity)."""
     for name, v in (("vmin", vmin), ("vmax", vmax)):
+        if v is not None and (isinstance(v, (bool, str)) or not hasattr(v, "__float__")):
+            raise TypeError(f"{name} must be a number (or None to take it from the data), got {v!r}")
         if v is not None and not math.isfinite(float(v)):
             raise ValueError(f"{name} must be a finite number (or None to take it from the data), got {v}")
 

@@ -50,6 +50,16 @@ def attention_explorer(attentions: Any, tokens: Sequence[Any], key_tokens: Optio
     Returns:
         An ``Explorer``. Raises ``ValueError`` when token counts and matrix sizes disagree.
     """
+    if isinstance(batch_index, bool) or not isinstance(batch_index, int):
+        raise TypeError(f"batch_index must be an int, got {batch_index!r}")
+    for name, toks in (("tokens", tokens), ("key_tokens", key_tokens)):
+        if toks is None and name == "key_tokens":
+            continue
+        if isinstance(toks, str) or not hasattr(toks, "__len__"):
+            raise TypeError(f"{name} must be a list of token strings (or of token lists, one per "
+                            f"example), got {toks!r}")
+        if name == "key_tokens" and len(toks) == 0:
+            raise ValueError("key_tokens is empty; pass the Tk key tokens or None")
     multi = examples is not None or (len(tokens) > 0 and isinstance(tokens[0], (list, tuple)))
     if multi:
         if not isinstance(attentions, (list, tuple)):

@@ -60,6 +60,8 @@ def heatmap(weights: Any, row_tokens: Optional[Sequence[Any]] = None,
         The matplotlib ``Axes`` (``ax.figure`` is the figure; close it after showing).
     """
     arr = to_numpy(weights, "weights")
+    if isinstance(digits, bool) or not isinstance(digits, int) or digits < 0:
+        raise ValueError(f"digits must be an int >= 0 (decimals of the annotations), got {digits!r}")
     if arr.ndim != 2:
         raise ValueError(f"heatmap needs a 2-D (Tq, Tk) matrix, got shape {tuple(arr.shape)}; "
                          "select one layer/head first, e.g. weights[0, 0]")

@@ -12,6 +12,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import math
+import numbers
 from typing import Any, Optional
 
 import numpy as np
@@ -168,18 +170,34 @@ def live_model(gpt: GPT, tokenizer: CharTokenizer, *, title: Optional[str] = Non
     _check_supported(gpt, tokenizer)
     if weights not in _DTYPES:
         raise ValueError(f"weights must be one of {sorted(_DTYPES)}, got {weights!r}")
-    if not (temperature >= 0 and isinstance(top_k, int) and top_k >= 0 and 0 < top_p <= 1):
-        raise ValueError(f"need temperature >= 0, an int top_k >= 0 and 0 < top_p <= 1; got "
+    for name, x in (("temperature", temperature), ("top_p", top_p)):
+        if isinstance(x, bool) or not isinstance(x, numbers.Real):
+            raise TypeError(f"{name} must be a number, got {name}={x!r}")
+    if not (0 <= temperature < math.inf and isinstance(top_k, int) and top_k >= 0 and 0 < top_p <= 1):
+        raise ValueError(f"need a finite temperature >= 0, an int top_k >= 0 and 0 < top_p <= 1; got "
                          f"temperature={temperature}, top_k={top_k!r}, top_p={top_p}")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed must be an int, got seed={seed!r}")
+    for name, text in (("title", title), ("prompt", prompt)):
+        if not isinstance(text, str) and not (name == "title" and text is None):
+            raise TypeError(f"{name} must be a str, got {name}={text!r}")
     cfg = gpt.cfg
-    prompt_ids = tokenizer.encode(prompt)  # a ValueError naming the character if outside the vocabulary
+    try:
+        prompt_ids = tokenizer.encode(prompt)
+    except ValueError as e:  # the tokenizer names the character; say it is the prompt's
+        raise ValueError(f"prompt: {e}") from None
     if not 0 < len(prompt_ids) <= cfg.max_len:
         raise ValueError(f"prompt has {len(prompt_ids)} tokens; it needs 1 to max_len={cfg.max_len}")
     was_training = gpt.training
     gpt.eval()
     try:
         with torch.no_grad():
-            index, blob, values = _pack(_tensors(gpt), weights)
+            named = _tensors(gpt)
+            broken = [n for n, t in named if not bool(torch.isfinite(t).all())]
+            if broken:
+                raise ValueError(f"the model has NaN or inf weights ({', '.join(broken[:3])}); the "
+                                 f"page would only show NaN")
+            index, blob, values = _pack(named, weights)
     finally:
         gpt.train(was_training)
     payload = {
