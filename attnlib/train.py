@@ -150,13 +150,13 @@ def train(
             continue
         if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
             raise ValueError(f"{name} must be a positive int, got {name}={n!r}")
-    for name, x, low in (("lr", lr, "> 0"), ("weight_decay", weight_decay, ">= 0"),
+    for name, x, low in (("lr", lr, ">= 0"), ("weight_decay", weight_decay, ">= 0"),
                          ("grad_clip", grad_clip, "> 0 or None")):
         if x is None and name == "grad_clip":
             continue
         if isinstance(x, bool) or not isinstance(x, numbers.Real):
             raise TypeError(f"{name} must be a number {low}, got {name}={x!r}")
-        if not (math.isfinite(x) and (x >= 0 if name == "weight_decay" else x > 0)):
+        if not (math.isfinite(x) and (x > 0 if name == "grad_clip" else x >= 0)):
             raise ValueError(f"{name} must be a finite number {low}, got {name}={x!r}")
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")

@@ -226,8 +226,8 @@ def corpus() -> torch.Tensor:
 
 
 @pytest.mark.parametrize("kw, error, words", [
-    (dict(lr=math.inf), ValueError, "lr must be a finite number > 0"),
-    (dict(lr=0.0), ValueError, "lr must be a finite number > 0"),
+    (dict(lr=math.inf), ValueError, "lr must be a finite number >= 0"),
+    (dict(lr=-1.0), ValueError, "lr must be a finite number >= 0"),
     (dict(grad_clip=math.nan), ValueError, "grad_clip must be a finite number"),
     (dict(grad_clip=-1.0), ValueError, "grad_clip must be a finite number"),
     (dict(weight_decay="x"), TypeError, "weight_decay must be a number"),
