@@ -102,7 +102,29 @@ def _check_gqa(query: Tensor, key: Tensor, value: Tensor) -> tuple[int, ...]:
     return (*lead, hq)
 
 
-def _check_mask(attn_mask: Tensor, scores_shape: tuple[int, ...]) -> None:
+def _real(x: Any) -> Optional[float]:
+    """x as a float if it is a real number (a Python or numpy number, or a 0-d real tensor)."""
+    if isinstance(x, bool):
+        return None
+    if isinstance(x, numbers.Real):
+        return float(x)
+    if isinstance(x, Tensor) and x.dim() == 0 and x.dtype != torch.bool and not x.is_complex():
+        return float(x)
+    return None
+
+
+def _int(x: Any) -> Optional[int]:
+    """x as an int if it is an integer (a Python or numpy int, not a bool)."""
+    if type(x) is int:
+        return x
+    if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+        return None
+    return int(x)
+
+
+def _check_mask(attn_mask: Tensor, scores_shape: tuple[int, ...], values: bool = True) -> None:
+    """Kind, dtype and shape of a mask; with ``values``, also that a float mask holds no NaN or
+    +inf (one reduction)."""
     if not isinstance(attn_mask, Tensor):
         raise TypeError(f"attn_mask must be a torch.Tensor (bool or float), got {type(attn_mask).__name__}")
     if attn_mask.dtype != torch.bool and not attn_mask.is_floating_point():
@@ -119,7 +141,7 @@ def _check_mask(attn_mask: Tensor, scores_shape: tuple[int, ...]) -> None:
             f"attn_mask of shape {tuple(attn_mask.shape)} does not broadcast to the scores shape "
             f"(..., Tq, Tk) = {tuple(scores_shape)}"
         )
-    if attn_mask.is_floating_point() and attn_mask.numel():
+    if values and attn_mask.is_floating_point() and attn_mask.numel() and attn_mask.device.type != "meta":
         # one reduction: max is NaN if any entry is, +inf if any entry is
         top = float(attn_mask.max())
         if not top < math.inf:
@@ -134,11 +156,12 @@ def _check_scale(scale: Any) -> Optional[float]:
     """None (1 / sqrt(d_k)) or a finite number, as a float."""
     if scale is None:
         return None
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+    value = _real(scale)
+    if value is None:
         raise TypeError(f"scale must be a number (or None for 1/sqrt(d_k)), got {scale!r}")
-    if not math.isfinite(scale):
-        raise ValueError(f"scale must be finite (or None for 1/sqrt(d_k)), got {scale}")
-    return float(scale)
+    if not math.isfinite(value):
+        raise ValueError(f"scale must be finite (or None for 1/sqrt(d_k)), got {value}")
+    return value
 
 
 def _dead_rows(attn_mask: Tensor) -> Tensor:
@@ -204,16 +227,11 @@ def scaled_dot_product_attention(
                 f"top-left, which is wrong for a decode step with cached keys; pass "
                 f"attn_mask=causal_mask({tq}, {tk}) (lower-right aligned) instead"
             )
-    if isinstance(dropout_p, bool) or not isinstance(dropout_p, numbers.Real):
+    if _real(dropout_p) is None:
         raise TypeError(f"dropout_p must be a number in [0, 1), got {dropout_p!r}")
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
     scale = _check_scale(scale)
-    if tk == 0 and tq > 0:
-        raise ValueError(
-            f"key and value hold no positions (Tk=0, key {tuple(key.shape)}): a softmax over no keys "
-            f"is undefined; attend over at least one key"
-        )
 
     dead = None
     if attn_mask is not None:

@@ -1,6 +1,7 @@
 """KVCache: the keys and values of past tokens, kept so decoding does not recompute them."""
 from __future__ import annotations
 
+import numbers
 import weakref
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping, Optional
@@ -53,7 +54,11 @@ class KVCache:
         requires grad) the layer is concatenated instead, so gradients flow as usual."""
         # (checked in a few plain comparisons: a decode step calls this once per layer)
         n = len(self.keys)
-        if type(layer_idx) is not int or layer_idx < 0:
+        if type(layer_idx) is not int:  # (the usual case skips the slower ABC check)
+            if isinstance(layer_idx, bool) or not isinstance(layer_idx, numbers.Integral):
+                raise ValueError(f"layer_idx must be an int >= 0, got {layer_idx!r}")
+            layer_idx = int(layer_idx)
+        if layer_idx < 0:
             raise ValueError(f"layer_idx must be an int >= 0, got {layer_idx!r}")
         if layer_idx > n:
             raise ValueError(f"layers must be filled in order: got layer {layer_idx}, cache has {n}")
@@ -65,8 +70,6 @@ class KVCache:
                 f"k and v must be (B, G, T_new, D) with the same batch, heads and length, got k "
                 f"{tuple(ks)} and v {tuple(v.shape)}"
             )
-        if k.dtype != v.dtype and not torch.is_autocast_enabled(k.device.type):
-            raise TypeError(f"k and v must have the same dtype, got {k.dtype} and {v.dtype}")
         held = self.keys[layer_idx] if layer_idx < n else None
         if held is not None:
             hs, vs = held.shape, self.values[layer_idx].shape
@@ -75,14 +78,6 @@ class KVCache:
                     f"cache layer {layer_idx} holds keys of shape {tuple(hs)} but got new keys "
                     f"{tuple(ks)} (values: {tuple(vs)} held, {tuple(v.shape)} new); batch, heads and "
                     f"head width must match (call reset() for a new batch)"
-                )
-            # under autocast a step may project in another dtype than the prompt's: it is
-            # concatenated below (promoted, as torch.cat does); otherwise a cache serves one dtype
-            if held.dtype != k.dtype and not torch.is_autocast_enabled(k.device.type):
-                raise TypeError(
-                    f"cache layer {layer_idx} holds {held.dtype} keys but the new keys are {k.dtype}: "
-                    f"a cache serves one dtype; call cache.reset() or make a new KVCache after "
-                    f"changing the model's dtype"
                 )
         if not self.preallocate or k.requires_grad or v.requires_grad or (held is not None and held.dtype != k.dtype):
             if held is None:

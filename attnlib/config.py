@@ -70,6 +70,10 @@ class TransformerConfig:
             )
         if self.norm not in NORMS:
             raise ValueError(f"unknown norm {self.norm!r}; choose one of {', '.join(map(repr, NORMS))}")
+        for name in ("rope_base", "dropout", "layer_norm_eps"):  # a 0-d tensor or array: its number
+            value = getattr(self, name)
+            if hasattr(value, "item") and getattr(value, "ndim", None) == 0:
+                setattr(self, name, value.item())
         if (isinstance(self.rope_base, bool) or not isinstance(self.rope_base, numbers.Real)
                 or not 0 < self.rope_base < math.inf):
             raise ValueError(f"rope_base must be a positive number (RoPE's theta, e.g. 10000.0), got rope_base={self.rope_base!r}")
@@ -91,8 +95,12 @@ class TransformerConfig:
         if not 0 < self.layer_norm_eps < math.inf:
             raise ValueError(f"layer_norm_eps must be positive and finite, got {self.layer_norm_eps}")
         for name in ("norm_first", "bias", "tie_weights", "embedding_norm"):
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"{name} must be True or False, got {name}={getattr(self, name)!r}")
+            value = getattr(self, name)
+            if type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"):
+                value = bool(value)  # numpy's bool
+                setattr(self, name, value)
+            if not isinstance(value, bool):
+                raise TypeError(f"{name} must be True or False, got {name}={value!r}")
         if isinstance(self.type_vocab_size, bool) or not isinstance(self.type_vocab_size, int) or self.type_vocab_size < 0:
             raise ValueError(f"type_vocab_size must be an int >= 0, got {self.type_vocab_size!r}")
         if self.pad_id is not None and (isinstance(self.pad_id, bool)

@@ -35,9 +35,6 @@ def check_sampling(temperature: float, top_k: Optional[int], top_p: Optional[flo
         raise TypeError(f"temperature must be a number >= 0 (0 means greedy), got {temperature!r}")
     if not temperature >= 0:
         raise ValueError(f"temperature must be >= 0 (0 means greedy), got {temperature}")
-    if temperature == math.inf:
-        raise ValueError("temperature must be finite (a large temperature flattens the distribution "
-                         "towards uniform), got inf")
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < 1):
         raise ValueError(f"top_k must be a positive int or None, got {top_k!r}")
     if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, numbers.Real)
@@ -52,12 +49,12 @@ def check_generator(generator: Any) -> None:
 
 
 def check_logits_shape(logits: Any) -> None:
-    """Next-token logits are one row of V scores per sequence: (B, V), V >= 1."""
+    """Next-token logits: V >= 1 scores along the last dim, (..., V), usually (B, V)."""
     if not isinstance(logits, Tensor):
         raise TypeError(f"logits must be a torch.Tensor of shape (B, V), got {type(logits).__name__}")
-    if logits.dim() != 2 or logits.shape[-1] < 1:
-        raise ValueError(f"logits must have shape (B, V) with V >= 1 (the last position's scores, e.g. "
-                         f"out.logits[:, -1]), got {tuple(logits.shape)}")
+    if logits.dim() < 1 or logits.shape[-1] < 1:
+        raise ValueError(f"logits must have shape (..., V) with V >= 1 scores, usually (B, V) (the last "
+                         f"position's scores, e.g. out.logits[:, -1]), got {tuple(logits.shape)}")
     if logits.dtype == torch.bool or logits.is_complex():
         raise TypeError(f"logits must be real numbers (float, or int scores), got dtype {logits.dtype}")
 
@@ -69,7 +66,7 @@ def top_p_filter(logits: Tensor, top_p: float) -> Tensor:
     above it is still below top_p, so the most likely token is always kept. The others get -inf.
 
     Shapes:
-        logits (B, V) -> (B, V).
+        logits (..., V) -> (..., V), usually (B, V).
     """
     if top_p is None:
         raise ValueError("top_p must be a number in (0, 1] (1 keeps every token), got None")
@@ -78,6 +75,11 @@ def top_p_filter(logits: Tensor, top_p: float) -> Tensor:
     if not logits.is_floating_point():
         logits = logits.float()  # integer scores: -inf needs a float
     check_logits(logits)
+    return _nucleus(logits, top_p)
+
+
+def _nucleus(logits: Tensor, top_p: float) -> Tensor:
+    """:func:`top_p_filter` on logits already checked (sample_next checks them once)."""
     sorted_logits, order = torch.sort(logits, dim=-1, descending=True)  # (B, V), most likely first
     probs = torch.softmax(sorted_logits, dim=-1)
     mass_before = torch.cumsum(probs, dim=-1) - probs  # (B, V): mass ranked strictly above each token
@@ -97,12 +99,13 @@ def check_logits(logits: Tensor) -> None:
     finite = torch.isfinite(logits)
     if bool(finite.all()):
         return
+    logits = logits.reshape(-1, logits.shape[-1])  # (rows, V), whatever the leading dims
     for what, bad in (("NaN", torch.isnan(logits)), ("+inf", torch.isposinf(logits))):
-        rows = bad.flatten(0, -2).any(-1).nonzero()
+        rows = bad.any(-1).nonzero()
         if rows.numel():
             raise ValueError(f"logits contain {what} (row {int(rows[0])}); the model's output is broken "
                              "(NaN/inf weights or inputs, or an overflow in half precision)")
-    rows = torch.isneginf(logits).flatten(0, -2).all(-1).nonzero()
+    rows = torch.isneginf(logits).all(-1).nonzero()
     if rows.numel():
         raise ValueError(f"row {int(rows[0])} has no finite logit (every token is -inf): nothing to pick from")
 
@@ -128,18 +131,25 @@ def sample_next(logits: Tensor, *, temperature: float = 1.0, top_k: Optional[int
     with ``generator``.
 
     Shapes:
-        logits (B, V) -> (B, 1) long.
+        logits (B, V) -> (B, 1) long; any leading dims: (..., V) -> (..., 1).
     """
     check_sampling(temperature, top_k, top_p)
     check_generator(generator)
     check_logits_shape(logits)
+    if logits.dim() != 2:  # one row per sequence, then the caller's shape back
+        lead = logits.shape[:-1]
+        return sample_next(logits.reshape(-1, logits.shape[-1]), temperature=temperature, top_k=top_k,
+                           top_p=top_p, generator=generator).reshape(*lead, 1)
     logits = logits.float()  # sample in float32 even for a bf16 model
     check_logits(logits)
     if temperature == 0:
         # argmax: the first of equal maxima, as argmax returns it; torch.max(dim) finds it in
         # ~1/3 of argmax's time for a 50,257-token row on the CPU (23 against 63 us, one thread)
         return logits.max(dim=-1, keepdim=True).indices  # (B, 1)
-    scaled = logits / temperature
+    if temperature == math.inf:  # the limit: every token with a finite logit equally likely
+        scaled = torch.zeros_like(logits).masked_fill(torch.isneginf(logits), float("-inf"))
+    else:
+        scaled = logits / temperature
     # Only a temperature below 1 can overflow a finite logit (|x / T| <= |x| for T >= 1). Then
     # one sum says whether every scaled logit is finite; a -inf logit (it stays -inf) or a sum
     # that overflows takes the exact test, which picks out the finite logits (~15 us for 512
@@ -153,7 +163,7 @@ def sample_next(logits: Tensor, *, temperature: float = 1.0, top_k: Optional[int
         kth = torch.topk(logits, int(top_k), dim=-1).values[:, -1:]  # (B, 1): the k-th largest logit
         logits = logits.masked_fill(logits < kth, float("-inf"))
     if top_p is not None and top_p < 1:
-        logits = top_p_filter(logits, top_p)  # on the tempered, top-k-filtered distribution
+        logits = _nucleus(logits, top_p)  # on the tempered, top-k-filtered distribution
     probs = torch.softmax(logits, dim=-1)  # (B, V)
     if generator is not None and generator.device != probs.device:
         # a CPU generator cannot drive a CUDA multinomial: sample where the generator lives

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import MultiHeadAttention
+from .attention import MultiHeadAttention, _int
 from .config import ACTIVATIONS, TransformerConfig
 from . import kernels
 from .kernels import Linear
@@ -60,8 +60,9 @@ class FeedForward(nn.Module):
         if activation not in ACTIVATIONS:
             raise ValueError(f"unknown activation {activation!r}; choose one of {', '.join(map(repr, ACTIVATIONS))}")
         for name, n in (("d_model", d_model), ("d_ff", d_ff)):
-            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            if _int(n) is None or n < 1:
                 raise ValueError(f"{name} must be a positive int, got {name}={n!r}")
+        d_model, d_ff = int(d_model), int(d_ff)
         self.activation = activation
         self.fc1 = Linear(d_model, d_ff, bias=bias)
         self.gate = Linear(d_model, d_ff, bias=bias) if activation == "swiglu" else None

@@ -46,6 +46,8 @@ def to_additive(mask: Tensor, dtype: torch.dtype = torch.float32, *, fill: Optio
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating dtype (e.g. torch.float32), got {dtype!r}")
     if fill is not None:
+        if isinstance(fill, Tensor) and fill.dim() == 0 and fill.is_floating_point():
+            fill = float(fill)
         if isinstance(fill, bool) or not isinstance(fill, numbers.Real):
             raise TypeError(f"fill must be a number (the score added at blocked positions), got {fill!r}")
         if math.isnan(fill) or fill == math.inf:

@@ -180,6 +180,15 @@ class MultiHeadAttention(nn.Module):
         B, Tq, _ = x.shape
         if cache is not None:
             check_cache(cache)
+        if attn_mask is not None:  # its kind and shape, before anything is projected or cached
+            if context is None:  # the queries see what the cache holds and themselves
+                tk = (cache.layer_len(layer_idx) if cache is not None else 0) + Tq
+            elif cache is not None and cache.has_cross(layer_idx):
+                tk = cache.get_cross(layer_idx)[0].shape[-2]
+            else:
+                self._check_input("context", context)
+                tk = context.shape[1]
+            _check_mask(attn_mask, (B, self.n_heads, Tq, tk), values=False)  # values: in the kernel call
         if context is None:  # self-attention
             q, k, v = self.project_qkv(x)  # (B, H, Tq, D), (B, G, Tq, D), (B, G, Tq, D)
             if rope is not None:
@@ -202,8 +211,6 @@ class MultiHeadAttention(nn.Module):
                 if cache is not None:
                     cache.set_cross(layer_idx, k, v)
         tk = k.shape[-2]
-        if is_causal and attn_mask is not None:  # checked before it is combined with the triangle
-            _check_mask(attn_mask, (B, self.n_heads, Tq, tk))
         if is_causal and Tq == 1 and tk > 1 and attn_mask is None:
             # One decode step: the single query is the newest token and may see every held key,
             # so no mask is needed (and the fused kernels stay available).

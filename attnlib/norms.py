@@ -61,7 +61,9 @@ class RMSNorm(nn.Module):
 
 def make_norm(kind: str, dim: int, eps: float) -> nn.Module:
     """``nn.LayerNorm(dim, eps)`` for "layernorm", :class:`RMSNorm` for "rmsnorm" (config ``norm``)."""
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not 0 < eps < math.inf:
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
+        raise TypeError(f"eps must be a positive number, got eps={eps!r}")
+    if not 0 < eps < math.inf:
         raise ValueError(f"eps must be a positive finite number, got eps={eps!r}")
     if kind == "layernorm":
         return nn.LayerNorm(dim, eps=eps)

@@ -20,6 +20,8 @@ import numbers
 import torch
 from torch import Tensor, nn
 
+from .attention import _int
+
 
 def _check_positions(positions: Tensor, length: int | None = None) -> None:
     if not isinstance(positions, Tensor):
@@ -36,7 +38,7 @@ def _check_positions(positions: Tensor, length: int | None = None) -> None:
 
 def _check_sizes(max_len: int, d_model: int) -> None:
     for name, n in (("max_len", max_len), ("d_model", d_model)):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        if _int(n) is None or n < 1:
             raise ValueError(f"{name} must be a positive int, got {name}={n!r}")
 
 
@@ -54,6 +56,7 @@ def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
         float32 tensor (max_len, d_model).
     """
     _check_sizes(max_len, d_model)
+    max_len, d_model = int(max_len), int(d_model)
     pos = torch.arange(max_len, dtype=torch.float32)[:, None]  # (T, 1)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float32)  # (ceil(C/2),): 0, 2, 4, ...
     freq = torch.exp(-math.log(10000.0) * two_i / d_model)  # 1 / 10000^(2i/d)
@@ -97,6 +100,7 @@ class LearnedPositionalEmbedding(nn.Embedding):
 
     def __init__(self, max_len: int, d_model: int) -> None:
         _check_sizes(max_len, d_model)
+        max_len, d_model = int(max_len), int(d_model)
         super().__init__(max_len, d_model)
         self.max_len, self.d_model = max_len, d_model
 

@@ -19,6 +19,7 @@ the book measures what a scheme costs in logits and loss.
 from __future__ import annotations
 
 import copy
+import numbers
 from typing import Callable
 
 import torch
@@ -45,19 +46,30 @@ def _check_weight(w: Tensor, name: str = "w") -> None:
                          f"its row or block")
 
 
-def _check_codes(q: Tensor, params: tuple[Tensor, ...], kind: str, top: int, low: int = 0) -> None:
-    """Codes (..., n, block) or (..., C) of integer dtype in [low, top], with one parameter per
-    row or block in each of ``params`` (shape (..., n, 1) or (..., 1))."""
-    if not isinstance(q, Tensor) or q.is_floating_point() or q.dtype == torch.bool:
+def _check_codes(q: Tensor, params: tuple[Tensor, ...], kind: str, top: int = 0, low: int = 0, *,
+                 index: bool = False) -> None:
+    """Codes (..., n, block) or (..., C) and parameters that broadcast against them without
+    changing their shape (one per row or block, or one for all). Codes that pick a table entry
+    (``index``) must be integers in [low, top]; codes that are multiplied may be any numbers."""
+    if not isinstance(q, Tensor) or q.dtype == torch.bool or q.is_complex():
         got = q.dtype if isinstance(q, Tensor) else type(q).__name__
-        raise TypeError(f"{kind} codes must be an integer tensor, got {got}")
+        raise TypeError(f"{kind} codes must be a tensor of numbers, got {got}")
     for p in params:
-        if not isinstance(p, Tensor) or p.shape != (*q.shape[:-1], 1):
+        ok = isinstance(p, Tensor)
+        try:
+            ok = ok and torch.broadcast_shapes(q.shape, p.shape) == q.shape
+        except RuntimeError:
+            ok = False
+        if not ok:
             got = tuple(p.shape) if isinstance(p, Tensor) else type(p).__name__
             raise ValueError(f"{kind}: codes of shape {tuple(q.shape)} need one parameter per row or "
-                             f"block, shape {(*q.shape[:-1], 1)}; got {got}")
-    if q.numel() and not low <= int(q.min()) <= int(q.max()) <= top:
-        raise ValueError(f"{kind} codes lie in {low}..{top}, got {int(q.min())}..{int(q.max())}")
+                             f"block, shape {(*q.shape[:-1], 1)} (or one for all); got {got}")
+    if index:
+        if q.is_floating_point():
+            raise TypeError(f"{kind} codes pick one of {top - low + 1} levels: they must be an integer "
+                            f"tensor, got {q.dtype}")
+        if q.numel() and not low <= int(q.min()) <= int(q.max()) <= top:
+            raise ValueError(f"{kind} codes lie in {low}..{top}, got {int(q.min())}..{int(q.max())}")
 
 
 def _blocks(w: Tensor, block: int) -> Tensor:
@@ -90,7 +102,7 @@ def quantize_rows(w: Tensor, bits: int = 8) -> tuple[Tensor, Tensor]:
 
 def dequantize_rows(q: Tensor, scale: Tensor) -> Tensor:
     """``q * scale`` as float32 (the inverse of :func:`quantize_rows`, up to rounding)."""
-    _check_codes(q, (scale,), "per-row", 127, -127)
+    _check_codes(q, (scale,), "per-row")
     return q.float() * scale
 
 
@@ -127,7 +139,7 @@ def quantize_groupwise(w: Tensor, bits: int = 4, block: int = 32, *,
 
 def dequantize_groupwise(q: Tensor, scale: Tensor, minimum: Tensor) -> Tensor:
     """``scale * q + minimum`` per block, flattened back: (..., n, block) -> (..., n * block)."""
-    _check_codes(q, (scale, minimum), "group-wise", 255)
+    _check_codes(q, (scale, minimum), "group-wise")
     if q.dim() < 2:
         raise ValueError(f"group-wise codes have shape (..., n_blocks, block), got {tuple(q.shape)}")
     w = q.float() * scale + minimum                                      # (..., n, block)
@@ -143,7 +155,7 @@ def pack_q4_1(q: Tensor, scale: Tensor, minimum: Tensor) -> Tensor:
     Shapes:
         q (..., n, 32) uint8 in 0..15, scale and minimum (..., n, 1) -> (N, 20) uint8, N = all blocks.
     """
-    _check_codes(q, (scale, minimum), "Q4_1", 15)
+    _check_codes(q, (scale, minimum), "Q4_1", 15, index=True)
     if q.shape[-1] != 32 or q.numel() == 0:
         raise ValueError(f"Q4_1 needs blocks of 32 four-bit codes (0..15), got shape {tuple(q.shape)}; "
                          f"use quantize_groupwise(w, 4, 32)")
@@ -185,7 +197,7 @@ def quantize_nf4(w: Tensor, block: int = 64) -> tuple[Tensor, Tensor]:
 
 def dequantize_nf4(codes: Tensor, absmax: Tensor) -> Tensor:
     """``NF4_LEVELS[code] * absmax`` per block, flattened back to (..., C)."""
-    _check_codes(codes, (absmax,), "NF4", 15)
+    _check_codes(codes, (absmax,), "NF4", 15, index=True)
     levels = torch.tensor(NF4_LEVELS, device=codes.device)
     w = levels[codes.long()] * absmax                                    # (..., n, block)
     return w.reshape(*w.shape[:-2], -1)
@@ -220,8 +232,9 @@ def bits_per_weight(scheme: str = "int8", *, bits: int = 4, block: int = 32, row
     block, "nf4" one absmax per block, "q4_1" is 5.0 (20 bytes per 32 weights).
     """
     for name, n in (("bits", bits), ("block", block), ("row_len", row_len), ("param_bits", param_bits)):
-        if isinstance(n, bool) or not isinstance(n, int) or n < (0 if name == "row_len" else 1):
-            raise ValueError(f"{name} must be a positive int, got {name}={n!r}")
+        low = 0 if name == "row_len" else 1
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < low:
+            raise ValueError(f"{name} must be an int >= {low}, got {name}={n!r}")
     if scheme in ("int8", "rows"):
         if row_len < 1:
             raise ValueError(f"per-row schemes need row_len (weights per row), got {row_len}")

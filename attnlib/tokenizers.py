@@ -57,10 +57,10 @@ class CharTokenizer:
     def __init__(self, chars: Iterable[str]):
         if isinstance(chars, (bytes, bytearray)) or not hasattr(chars, "__iter__"):
             raise TypeError(f"chars must be a str (or an iterable of characters), got {type(chars).__name__}")
-        chars = list(chars)
-        if any(not isinstance(c, str) or len(c) != 1 for c in chars):
+        distinct = set(chars)  # the check runs over the distinct entries, not a whole corpus
+        if any(not isinstance(c, str) or len(c) != 1 for c in distinct):
             raise ValueError("CharTokenizer vocabulary entries must be single characters (str of length 1)")
-        self.itos: list[str] = sorted(set(chars))
+        self.itos: list[str] = sorted(distinct)
         self.stoi: dict[str, int] = {c: i for i, c in enumerate(self.itos)}
 
     @classmethod
@@ -79,6 +79,8 @@ class CharTokenizer:
         return [self.stoi[c] for c in text]
 
     def decode(self, ids: Sequence[int]) -> str:
+        if hasattr(ids, "tolist"):  # a tensor or array of ids
+            ids = ids.tolist()
         _check_ids(ids, self.vocab_size)
         return "".join(self.itos[i] for i in ids)
 
@@ -216,6 +218,8 @@ class BPETokenizer:
     def decode(self, ids: Sequence[int]) -> str:
         """Text of ``ids``; byte sequences that are not valid UTF-8 become U+FFFD (except the
         bytes of a lone surrogate, which come back as that surrogate: decoding is exact)."""
+        if hasattr(ids, "tolist"):  # a tensor or array of ids
+            ids = ids.tolist()
         _check_ids(ids, self.vocab_size)
         return b"".join(self.vocab[i] for i in ids).decode("utf-8", errors="attnlib.surrogate_or_replace")
 
@@ -268,7 +272,8 @@ def _check_ids(ids: Sequence[int], vocab_size: int) -> None:
     if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
         raise TypeError(f"ids must be a sequence of int token ids, got {type(ids).__name__} {ids!r}")
     for i in ids:
-        if isinstance(i, bool) or not isinstance(i, numbers.Integral):
-            raise TypeError(f"token ids must be ints, got {type(i).__name__} {i!r}")
+        if type(i) is not int and (isinstance(i, bool) or not isinstance(i, numbers.Integral)):
+            hint = "; for a tensor of ids pass ids.tolist()" if hasattr(i, "tolist") else ""
+            raise TypeError(f"token ids must be ints, got {type(i).__name__} {i!r}{hint}")
         if not 0 <= i < vocab_size:
             raise ValueError(f"token id {i} is outside [0, {vocab_size}) (vocab_size={vocab_size})")

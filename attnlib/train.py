@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from .attention import _real
 
 IGNORE_INDEX = -100  # targets equal to this are left out of the loss (PyTorch's default)
 Pairs = tuple[Tensor, Tensor]
@@ -151,12 +154,13 @@ def train(
         if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
             raise ValueError(f"{name} must be a positive int, got {name}={n!r}")
     for name, x, low in (("lr", lr, ">= 0"), ("weight_decay", weight_decay, ">= 0"),
-                         ("grad_clip", grad_clip, "> 0 or None")):
+                         ("grad_clip", grad_clip, ">= 0 or None")):
         if x is None and name == "grad_clip":
             continue
-        if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        value = _real(x)  # a number, or a 0-d tensor (AdamW takes a tensor lr)
+        if value is None:
             raise TypeError(f"{name} must be a number {low}, got {name}={x!r}")
-        if not (math.isfinite(x) and (x > 0 if name == "grad_clip" else x >= 0)):
+        if not (math.isfinite(value) and value >= 0):
             raise ValueError(f"{name} must be a finite number {low}, got {name}={x!r}")
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
@@ -193,10 +197,17 @@ def train(
                                ignore_index=IGNORE_INDEX)
         value = loss.item()
         if not math.isfinite(value):  # checked before this step's update
+            if not bool((targets != IGNORE_INDEX).any()):
+                # a batch whose targets are all padding scores nothing: no update, a NaN in the history
+                warnings.warn(f"step {step + 1}: every target in the batch is padding; the step is "
+                              f"skipped (its loss is recorded as nan)", stacklevel=2)
+                history.append(value)
+                if callback is not None:
+                    callback(step + 1, value)
+                continue
             raise ValueError(
-                f"the loss at step {step + 1} is {value}: nothing is left to learn from (a batch whose "
-                f"targets are all padding?) or the weights overflowed (a learning rate too large, "
-                f"lr={lr})"
+                f"the loss at step {step + 1} is {value}: the weights or activations overflowed (a "
+                f"learning rate too large? lr={lr}) or the model's output is broken"
             )
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

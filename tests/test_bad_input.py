@@ -51,10 +51,10 @@ def test_attention_arguments(backend, kw, error, words):
 
 
 @pytest.mark.parametrize("backend", ["math", "sdpa"])
-def test_attention_over_no_keys_is_refused_but_no_queries_is_empty(backend):
+def test_attention_over_no_keys_is_zeros_like_a_fully_masked_row(backend):
     empty = torch.randn(1, 2, 0, 8)
-    with pytest.raises(ValueError, match="Tk=0"):
-        sdpa(Q, empty, empty, backend=backend)
+    out = sdpa(Q, empty, empty, backend=backend)[0]
+    assert out.shape == (1, 2, 4, 8) and torch.equal(out, torch.zeros_like(out))
     assert sdpa(empty, empty, empty, backend=backend)[0].shape == (1, 2, 0, 8)
 
 
@@ -83,13 +83,13 @@ def test_a_cache_must_be_a_kvcache():
         gpt()(torch.tensor([[1, 2]]), cache="x")
 
 
-def test_a_cache_serves_one_dtype_and_is_left_as_it_was():
-    model = gpt()
-    cache = filled_cache(model)
-    held = [k.clone() for k in cache.keys]
-    with pytest.raises(TypeError, match="holds torch.float32 keys but the new keys are torch.float64"):
-        model.double()(torch.tensor([[4]]), cache=cache)
-    assert [torch.equal(a, b) for a, b in zip(held, cache.keys)] == [True, True]
+def test_a_bad_mask_leaves_a_direct_caller_s_cache_as_it_was():
+    mha = MultiHeadAttention(8, 2).eval()
+    cache = KVCache()
+    mha(X[:1], is_causal=True, cache=cache)
+    with pytest.raises(ValueError, match=r"attn_mask of shape \(3, 7\)"):
+        mha(X[:1, :1], attn_mask=torch.ones(3, 7, dtype=torch.bool), is_causal=True, cache=cache)
+    assert cache.seq_len == 3
 
 
 @pytest.mark.parametrize("k, v, error, words", [
@@ -97,7 +97,6 @@ def test_a_cache_serves_one_dtype_and_is_left_as_it_was():
     (torch.randn(1, 2, 1, 4), torch.randn(1, 1, 1, 4), ValueError, "same batch, heads and length"),
     (torch.randn(1, 2, 1, 4), torch.randn(1, 2, 2, 4), ValueError, "same batch, heads and length"),
     ([1.0], [1.0], TypeError, "must be torch.Tensors"),
-    (torch.randn(1, 2, 1, 4), torch.randn(1, 2, 1, 4).double(), TypeError, "same dtype"),
 ])
 def test_kvcache_update_checks_its_arguments(k, v, error, words):
     with pytest.raises(error, match=words):
@@ -105,14 +104,11 @@ def test_kvcache_update_checks_its_arguments(k, v, error, words):
 
 
 @pytest.mark.parametrize("logits, kw, error, words", [
-    (torch.randn(2, 3, 11), {}, ValueError, r"\(B, V\).*got \(2, 3, 11\)"),
-    (torch.randn(2, 3, 11), dict(temperature=0.0), ValueError, r"\(B, V\)"),
-    (torch.randn(11), dict(temperature=0.0), ValueError, r"\(B, V\)"),
     (torch.randn(2, 0), {}, ValueError, "V >= 1"),
+    (torch.tensor(1.0), {}, ValueError, "V >= 1"),
     ([[1.0, 2.0]], {}, TypeError, "logits must be a torch.Tensor"),
     (torch.ones(1, 3, dtype=torch.bool), {}, TypeError, "real numbers"),
     (torch.randn(1, 5), dict(generator="g"), TypeError, "generator must be a torch.Generator"),
-    (torch.randn(1, 5), dict(temperature=math.inf), ValueError, "temperature must be finite"),
 ])
 def test_sample_next_arguments(logits, kw, error, words):
     with pytest.raises(error, match=words):
@@ -127,13 +123,20 @@ def test_sampling_takes_numpy_numbers_and_integer_scores():
     assert torch.equal(ref, got)
     assert sample_next(torch.tensor([[1, 5, 2]]), temperature=0.0).tolist() == [[1]]
     assert causal_mask(np.int64(3)).shape == (3, 3)
+    # any leading dims, one token per row; an infinite temperature is uniform over finite logits
+    assert sample_next(torch.randn(11), temperature=0.0).shape == (1,)
+    assert sample_next(torch.randn(2, 3, 11), generator=g()).shape == (2, 3, 1)
+    assert top_p_filter(torch.randn(2, 3, 10), 0.9).shape == (2, 3, 10)
+    picks = torch.cat([sample_next(torch.tensor([[0.0, 9.0, -math.inf]]), temperature=math.inf,
+                                   generator=torch.Generator().manual_seed(i)) for i in range(300)])
+    counts = picks.flatten().bincount(minlength=3).tolist()
+    assert counts[2] == 0 and min(counts[:2]) > 100, counts
 
 
 @pytest.mark.parametrize("logits, top_p, error, words", [
     (torch.randn(1, 4), None, ValueError, "top_p must be a number"),
     (torch.tensor([[math.nan, 1.0, 2.0]]), 0.5, ValueError, "NaN"),
     (torch.full((1, 3), -math.inf), 0.5, ValueError, "no finite logit"),
-    (torch.randn(3), 0.5, ValueError, r"\(B, V\)"),
     ([[1.0]], 0.5, TypeError, "torch.Tensor"),
 ])
 def test_top_p_filter_arguments(logits, top_p, error, words):
@@ -227,9 +230,10 @@ def corpus() -> torch.Tensor:
 
 @pytest.mark.parametrize("kw, error, words", [
     (dict(lr=math.inf), ValueError, "lr must be a finite number >= 0"),
+    (dict(lr="x"), TypeError, "lr must be a number"),
     (dict(lr=-1.0), ValueError, "lr must be a finite number >= 0"),
     (dict(grad_clip=math.nan), ValueError, "grad_clip must be a finite number"),
-    (dict(grad_clip=-1.0), ValueError, "grad_clip must be a finite number"),
+    (dict(grad_clip=-1.0), ValueError, "grad_clip must be a finite number >= 0"),
     (dict(weight_decay="x"), TypeError, "weight_decay must be a number"),
     (dict(batch_size=2.5), ValueError, "batch_size must be a positive int"),
     (dict(block_size=8.0), ValueError, "block_size must be a positive int"),
@@ -248,10 +252,17 @@ def test_train_refuses_what_is_not_a_model_and_stops_at_a_nan_loss():
         attnlib.train("x", corpus(), steps=1, block_size=8)
     with pytest.raises(ValueError, match=r"2 tokens.*\(4, 1\)"):
         attnlib.train(gpt(), torch.zeros(4, 1, dtype=torch.long), steps=1)
+    broken = gpt()
+    with torch.no_grad():
+        broken.layers[0].ffn.fc1.weight.fill_(math.inf)  # overflowed weights: every logit NaN
+    with pytest.raises(ValueError, match="loss at step 1 is nan: the weights or activations overflowed"):
+        attnlib.train(broken, corpus(), steps=2, batch_size=4, block_size=8)
     s2s = attnlib.EncoderDecoder(TransformerConfig(**SMALL))
+    before = [p.clone() for p in s2s.parameters()]
     src, tgt = torch.randint(1, 11, (4, 5)), torch.zeros(4, 3, dtype=torch.long)  # all padding
-    with pytest.raises(ValueError, match="loss at step 1 is nan"):
-        attnlib.train(s2s, (src, tgt), steps=1, batch_size=2, bos_id=1, pad_id=0)
+    with pytest.warns(UserWarning, match="every target in the batch is padding"):
+        losses = attnlib.train(s2s, (src, tgt), steps=1, batch_size=2, bos_id=1, pad_id=0)
+    assert math.isnan(losses[0]) and all(torch.equal(a, b) for a, b in zip(before, s2s.parameters()))
 
 
 @pytest.mark.parametrize("make, error, words", [
@@ -274,7 +285,7 @@ def test_train_refuses_what_is_not_a_model_and_stops_at_a_nan_loss():
     (lambda: quant.dequantize_nf4(torch.zeros(1, 1, 64), torch.ones(1, 1, 1)), TypeError, "integer tensor"),
     (lambda: quant.pack_q4_1(torch.full((1, 32), -1, dtype=torch.int8), torch.ones(1, 1), torch.ones(1, 1)),
      ValueError, "codes lie in 0..15"),
-    (lambda: quant.bits_per_weight("nf4", block=0), ValueError, "block must be a positive int"),
+    (lambda: quant.bits_per_weight("nf4", block=0), ValueError, "block must be an int >= 1"),
     (lambda: quant.quantize_linears(gpt(), lambda w: w.sum()), ValueError, "fn must return a tensor"),
     (lambda: interop.mha_to_torch("x"), TypeError, "attnlib.MultiHeadAttention"),
     (lambda: interop.mha_from_torch(MultiHeadAttention(8, 2)), TypeError, "nn.MultiheadAttention"),

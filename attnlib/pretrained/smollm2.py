@@ -175,8 +175,8 @@ def stream_reply(model: GPT, tok: GGUFTokenizer, messages: Sequence[dict[str, st
     if not isinstance(tok, GGUFTokenizer):
         raise TypeError(f"tok must be the GGUFTokenizer from load_smollm2(), got {type(tok).__name__}")
     if (isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int)
-            or max_new_tokens < 1):
-        raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
+            or max_new_tokens < 0):
+        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
     device = next(model.parameters()).device
     step = torch.tensor([tok.chat(messages)], device=device)  # (1, T): the prompt first
     cache, new, shown = KVCache(), [], ""

@@ -12,6 +12,8 @@ def to_numpy(data: Any, name: str = "data") -> np.ndarray:
     if data is None:
         raise TypeError(f"{name} is None: pass the attention weights, e.g. a model's out.attentions "
                         f"from a call with need_weights=True")
+    if isinstance(data, (list, tuple)) and any(hasattr(x, "detach") for x in data):
+        data = [to_numpy(x, name) for x in data]  # tensors of any dtype (bf16 too), one by one
     if hasattr(data, "detach"):  # torch.Tensor, without importing torch here
         if data.is_complex():
             raise TypeError(f"{name} must be real numbers, got dtype {data.dtype}")

@@ -1,6 +1,7 @@
 """``attention_explorer``: the explorer fed straight from model outputs (per-layer attention lists)."""
 from __future__ import annotations
 
+import numbers
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -50,8 +51,9 @@ def attention_explorer(attentions: Any, tokens: Sequence[Any], key_tokens: Optio
     Returns:
         An ``Explorer``. Raises ``ValueError`` when token counts and matrix sizes disagree.
     """
-    if isinstance(batch_index, bool) or not isinstance(batch_index, int):
+    if isinstance(batch_index, bool) or not isinstance(batch_index, numbers.Integral):
         raise TypeError(f"batch_index must be an int, got {batch_index!r}")
+    batch_index = int(batch_index)
     for name, toks in (("tokens", tokens), ("key_tokens", key_tokens)):
         if toks is None and name == "key_tokens":
             continue
