@@ -75,7 +75,9 @@ def sample_batch(data: Data, batch_size: int, block_size: Optional[int],
         return data(generator)
     if isinstance(data, (tuple, list)):
         if len(data) != 2 or not all(isinstance(d, Tensor) and d.dim() == 2 for d in data):
-            raise ValueError("pairs must be (src_ids (N, S), tgt_ids (N, T)): two 2-D tensors")
+            raise ValueError("pairs must be (src_ids (N, S), tgt_ids (N, T)): two 2-D tensors (a list or "
+                             "tuple is read as such a pair; for a corpus of token ids pass a 1-D tensor, "
+                             "e.g. torch.tensor(ids))")
         src, tgt = data
         if src.shape[0] != tgt.shape[0]:
             raise ValueError(f"src_ids has {src.shape[0]} rows but tgt_ids has {tgt.shape[0]}; "

@@ -250,6 +250,8 @@ def test_train_arguments(kw, error, words):
 def test_train_refuses_what_is_not_a_model_and_stops_at_a_nan_loss():
     with pytest.raises(TypeError, match="model must be a torch.nn.Module"):
         attnlib.train("x", corpus(), steps=1, block_size=8)
+    with pytest.raises(ValueError, match=r"for a corpus of token ids pass a 1-D tensor"):
+        attnlib.train(gpt(), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], steps=1, block_size=4)
     with pytest.raises(ValueError, match=r"2 tokens.*\(4, 1\)"):
         attnlib.train(gpt(), torch.zeros(4, 1, dtype=torch.long), steps=1)
     broken = gpt()
