@@ -13,12 +13,13 @@ is ADDED to the scores. A query row whose keys are all masked returns zeros, nev
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from ._checks import as_int, as_real
 
 BACKENDS = ("math", "sdpa", "auto")
 
@@ -102,26 +103,6 @@ def _check_gqa(query: Tensor, key: Tensor, value: Tensor) -> tuple[int, ...]:
     return (*lead, hq)
 
 
-def _real(x: Any) -> Optional[float]:
-    """x as a float if it is a real number (a Python or numpy number, or a 0-d real tensor)."""
-    if isinstance(x, bool):
-        return None
-    if isinstance(x, numbers.Real):
-        return float(x)
-    if isinstance(x, Tensor) and x.dim() == 0 and x.dtype != torch.bool and not x.is_complex():
-        return float(x)
-    return None
-
-
-def _int(x: Any) -> Optional[int]:
-    """x as an int if it is an integer (a Python or numpy int, not a bool)."""
-    if type(x) is int:
-        return x
-    if isinstance(x, bool) or not isinstance(x, numbers.Integral):
-        return None
-    return int(x)
-
-
 def _check_mask(attn_mask: Tensor, scores_shape: tuple[int, ...], values: bool = True) -> None:
     """Kind, dtype and shape of a mask; with ``values``, also that a float mask holds no NaN or
     +inf (one reduction)."""
@@ -156,7 +137,7 @@ def _check_scale(scale: Any) -> Optional[float]:
     """None (1 / sqrt(d_k)) or a finite number, as a float."""
     if scale is None:
         return None
-    value = _real(scale)
+    value = as_real(scale)
     if value is None:
         raise TypeError(f"scale must be a number (or None for 1/sqrt(d_k)), got {scale!r}")
     if not math.isfinite(value):
@@ -227,7 +208,7 @@ def scaled_dot_product_attention(
                 f"top-left, which is wrong for a decode step with cached keys; pass "
                 f"attn_mask=causal_mask({tq}, {tk}) (lower-right aligned) instead"
             )
-    if _real(dropout_p) is None:
+    if as_real(dropout_p) is None:
         raise TypeError(f"dropout_p must be a number in [0, 1), got {dropout_p!r}")
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
@@ -313,7 +294,7 @@ def causal_mask(q_len: int, k_len: Optional[int] = None, *, device: Optional[tor
     """
     k_len = q_len if k_len is None else k_len
     for name, n in (("q_len", q_len), ("k_len", k_len)):
-        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+        if as_int(n) is None or n < 1:
             raise ValueError(f"{name} must be a positive int, got {n!r}")
     q_len, k_len = int(q_len), int(k_len)
     ones = torch.ones(q_len, k_len, dtype=torch.bool, device=device)
@@ -328,7 +309,7 @@ def padding_mask(token_ids: Tensor, pad_id: int) -> Tensor:
         raise TypeError(f"token_ids must be an integer tensor, got dtype {token_ids.dtype}")
     if token_ids.dim() != 2:
         raise ValueError(f"token_ids must have shape (B, T), got {tuple(token_ids.shape)}")
-    if isinstance(pad_id, bool) or not isinstance(pad_id, numbers.Integral):
+    if as_int(pad_id) is None:
         raise TypeError(f"pad_id must be an int (the padding token's id), got {pad_id!r}")
     return (token_ids != pad_id)[:, None, None, :]  # (B, 1, 1, T)
 

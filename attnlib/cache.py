@@ -1,13 +1,14 @@
 """KVCache: the keys and values of past tokens, kept so decoding does not recompute them."""
 from __future__ import annotations
 
-import numbers
 import weakref
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping, Optional
 
 import torch
 from torch import Tensor
+
+from ._checks import as_int
 
 
 class KVCache:
@@ -54,12 +55,10 @@ class KVCache:
         requires grad) the layer is concatenated instead, so gradients flow as usual."""
         # (checked in a few plain comparisons: a decode step calls this once per layer)
         n = len(self.keys)
-        if type(layer_idx) is not int:  # (the usual case skips the slower ABC check)
-            if isinstance(layer_idx, bool) or not isinstance(layer_idx, numbers.Integral):
-                raise ValueError(f"layer_idx must be an int >= 0, got {layer_idx!r}")
-            layer_idx = int(layer_idx)
-        if layer_idx < 0:
+        index = as_int(layer_idx)
+        if index is None or index < 0:
             raise ValueError(f"layer_idx must be an int >= 0, got {layer_idx!r}")
+        layer_idx = index
         if layer_idx > n:
             raise ValueError(f"layers must be filled in order: got layer {layer_idx}, cache has {n}")
         if not (isinstance(k, Tensor) and isinstance(v, Tensor)):

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from typing import Optional
+
+from ._checks import as_int, as_real
 
 POSITIONALS = ("learned", "sinusoidal", "rope", "none")
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "swiglu")
@@ -74,8 +75,7 @@ class TransformerConfig:
             value = getattr(self, name)
             if hasattr(value, "item") and getattr(value, "ndim", None) == 0:
                 setattr(self, name, value.item())
-        if (isinstance(self.rope_base, bool) or not isinstance(self.rope_base, numbers.Real)
-                or not 0 < self.rope_base < math.inf):
+        if as_real(self.rope_base) is None or not 0 < self.rope_base < math.inf:
             raise ValueError(f"rope_base must be a positive number (RoPE's theta, e.g. 10000.0), got rope_base={self.rope_base!r}")
         if self.positional not in POSITIONALS:
             raise ValueError(f"unknown positional {self.positional!r}; choose one of {', '.join(map(repr, POSITIONALS))}")
@@ -88,7 +88,7 @@ class TransformerConfig:
             )
         for name in ("dropout", "layer_norm_eps"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            if as_real(value) is None:
                 raise TypeError(f"{name} must be a number, got {name}={value!r}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got dropout={self.dropout}")
@@ -103,8 +103,7 @@ class TransformerConfig:
                 raise TypeError(f"{name} must be True or False, got {name}={value!r}")
         if isinstance(self.type_vocab_size, bool) or not isinstance(self.type_vocab_size, int) or self.type_vocab_size < 0:
             raise ValueError(f"type_vocab_size must be an int >= 0, got {self.type_vocab_size!r}")
-        if self.pad_id is not None and (isinstance(self.pad_id, bool)
-                                        or not isinstance(self.pad_id, numbers.Integral)):
+        if self.pad_id is not None and as_int(self.pad_id) is None:
             raise TypeError(f"pad_id must be an int token id or None, got pad_id={self.pad_id!r}")
         if self.pad_id is not None and not 0 <= self.pad_id < self.vocab_size:
             raise ValueError(f"pad_id={self.pad_id} is outside [0, vocab_size={self.vocab_size})")

@@ -12,8 +12,9 @@ import importlib.util
 import json
 from functools import lru_cache
 from pathlib import Path
-import numbers
 from typing import Optional, Sequence
+
+from ._checks import as_int
 
 CORPUS_INFO = {
     "name": "King James Version of the Bible (1611/1769 text)",
@@ -71,7 +72,7 @@ def load_corpus(books: Optional[Sequence[str]] = ("Genesis",), max_chars: Option
     unknown = [b for b in books if b not in known]
     if unknown:
         raise ValueError(f"unknown book(s) {unknown}; the corpus has {len(known)} books, e.g. {known[:3]}")
-    if max_chars is not None and (isinstance(max_chars, bool) or not isinstance(max_chars, numbers.Integral)
+    if max_chars is not None and (as_int(max_chars) is None
                                   or max_chars < 1):
         raise ValueError(f"max_chars must be >= 1, got {max_chars!r} (an int, or None for everything)")
     by_book: dict[str, list[str]] = {}

@@ -7,13 +7,13 @@ values of the earlier tokens from the cache. Both give the same tokens (tested).
 from __future__ import annotations
 
 import math
-import numbers
 from contextlib import contextmanager, nullcontext
 from typing import Any, Iterator, Optional
 
 import torch
 from torch import Tensor, nn
 
+from ._checks import as_int, as_real, check_generator
 from .cache import KVCache
 from .decode import FastDecoder
 
@@ -31,21 +31,15 @@ def eval_no_grad(model: nn.Module) -> Iterator[None]:
 
 
 def check_sampling(temperature: float, top_k: Optional[int], top_p: Optional[float] = None) -> None:
-    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+    if as_real(temperature) is None:
         raise TypeError(f"temperature must be a number >= 0 (0 means greedy), got {temperature!r}")
     if not temperature >= 0:
         raise ValueError(f"temperature must be >= 0 (0 means greedy), got {temperature}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < 1):
+    if top_k is not None and (as_int(top_k) is None or top_k < 1):
         raise ValueError(f"top_k must be a positive int or None, got {top_k!r}")
-    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, numbers.Real)
+    if top_p is not None and (as_real(top_p) is None
                               or not 0 < top_p <= 1):
         raise ValueError(f"top_p must be a number in (0, 1] or None (1 keeps every token), got top_p={top_p!r}")
-
-
-def check_generator(generator: Any) -> None:
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}; "
-                        f"e.g. torch.Generator().manual_seed(0)")
 
 
 def check_logits_shape(logits: Any) -> None:
@@ -111,7 +105,7 @@ def check_logits(logits: Tensor) -> None:
 
 
 def check_max_new_tokens(max_new_tokens: int, prompt_len: int, max_len: int) -> None:
-    if (isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, numbers.Integral)
+    if (as_int(max_new_tokens) is None
             or max_new_tokens < 0):
         raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
     if prompt_len + max_new_tokens > max_len:
@@ -218,7 +212,7 @@ def generate_encoder_decoder(model: Any, src_ids: Tensor, max_new_tokens: int, *
     for name, tok in (("bos_id", bos_id), ("eos_id", eos_id)):
         if tok is None and name == "eos_id":  # no end token: always max_new_tokens
             continue
-        if isinstance(tok, bool) or not isinstance(tok, numbers.Integral):  # numpy ints are fine
+        if as_int(tok) is None:  # numpy ints are fine
             raise TypeError(f"{name} must be an int token id, got {type(tok).__name__} {tok!r}")
         if not 0 <= tok < vocab:
             raise ValueError(f"{name}={int(tok)} is outside [0, vocab_size={vocab})")

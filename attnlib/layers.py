@@ -32,7 +32,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import MultiHeadAttention, _int
+from ._checks import as_int
+from .attention import MultiHeadAttention
 from .config import ACTIVATIONS, TransformerConfig
 from . import kernels
 from .kernels import Linear
@@ -60,7 +61,7 @@ class FeedForward(nn.Module):
         if activation not in ACTIVATIONS:
             raise ValueError(f"unknown activation {activation!r}; choose one of {', '.join(map(repr, ACTIVATIONS))}")
         for name, n in (("d_model", d_model), ("d_ff", d_ff)):
-            if _int(n) is None or n < 1:
+            if as_int(n) is None or n < 1:
                 raise ValueError(f"{name} must be a positive int, got {name}={n!r}")
         d_model, d_ff = int(d_model), int(d_ff)
         self.activation = activation

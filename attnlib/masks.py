@@ -13,11 +13,12 @@ Each helper below goes one way; every pair is tested to round-trip.
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any, Callable, Optional
 
 import torch
 from torch import Tensor
+
+from ._checks import as_int, as_real
 
 
 def _check_bool(name: str, mask: object) -> Tensor:
@@ -46,10 +47,10 @@ def to_additive(mask: Tensor, dtype: torch.dtype = torch.float32, *, fill: Optio
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating dtype (e.g. torch.float32), got {dtype!r}")
     if fill is not None:
-        if isinstance(fill, Tensor) and fill.dim() == 0 and fill.is_floating_point():
-            fill = float(fill)
-        if isinstance(fill, bool) or not isinstance(fill, numbers.Real):
+        value = as_real(fill)
+        if value is None:
             raise TypeError(f"fill must be a number (the score added at blocked positions), got {fill!r}")
+        fill = value
         if math.isnan(fill) or fill == math.inf:
             raise ValueError(f"fill must be -inf or a finite number (it is added to the scores), got {fill}")
     if mask.is_floating_point():
@@ -120,7 +121,7 @@ def _polarity_flip(mask: Tensor) -> Callable[[Tensor], Tensor]:
 
 
 def _check_heads(n_heads: Any) -> None:
-    if isinstance(n_heads, bool) or not isinstance(n_heads, numbers.Integral) or n_heads < 1:
+    if as_int(n_heads) is None or n_heads < 1:
         raise ValueError(f"n_heads must be a positive int, got n_heads={n_heads!r}")
 
 

@@ -8,12 +8,22 @@ in practice the same quality; every Llama-family model uses it.
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 from torch import Tensor, nn
 
+from ._checks import as_real
 from .config import NORMS
+
+
+def _check_eps(eps: object) -> float:
+    """The eps of a norm: a positive, finite number (as a float)."""
+    value = as_real(eps)
+    if value is None:
+        raise TypeError(f"eps must be a positive number, got eps={eps!r}")
+    if not 0 < value < math.inf:
+        raise ValueError(f"eps must be positive and finite, got eps={eps!r}")
+    return value
 
 
 class RMSNorm(nn.Module):
@@ -34,11 +44,7 @@ class RMSNorm(nn.Module):
         super().__init__()
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
             raise ValueError(f"dim must be a positive int, got dim={dim!r}")
-        if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
-            raise TypeError(f"eps must be a positive number, got eps={eps!r}")
-        if not 0 < eps < math.inf:
-            raise ValueError(f"eps must be positive and finite, got eps={eps!r}")
-        self.dim, self.eps = dim, float(eps)
+        self.dim, self.eps = dim, _check_eps(eps)
         self.weight = nn.Parameter(torch.ones(dim))  # the gain g, one per channel, starts at 1
 
     def forward(self, x: Tensor) -> Tensor:
@@ -61,10 +67,7 @@ class RMSNorm(nn.Module):
 
 def make_norm(kind: str, dim: int, eps: float) -> nn.Module:
     """``nn.LayerNorm(dim, eps)`` for "layernorm", :class:`RMSNorm` for "rmsnorm" (config ``norm``)."""
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
-        raise TypeError(f"eps must be a positive number, got eps={eps!r}")
-    if not 0 < eps < math.inf:
-        raise ValueError(f"eps must be a positive finite number, got eps={eps!r}")
+    eps = _check_eps(eps)
     if kind == "layernorm":
         return nn.LayerNorm(dim, eps=eps)
     if kind == "rmsnorm":

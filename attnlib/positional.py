@@ -15,12 +15,11 @@ one for the other.
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 from torch import Tensor, nn
 
-from .attention import _int
+from ._checks import as_int, as_real
 
 
 def _check_positions(positions: Tensor, length: int | None = None) -> None:
@@ -38,7 +37,7 @@ def _check_positions(positions: Tensor, length: int | None = None) -> None:
 
 def _check_sizes(max_len: int, d_model: int) -> None:
     for name, n in (("max_len", max_len), ("d_model", d_model)):
-        if _int(n) is None or n < 1:
+        if as_int(n) is None or n < 1:
             raise ValueError(f"{name} must be a positive int, got {name}={n!r}")
 
 
@@ -141,7 +140,7 @@ class RotaryEmbedding(nn.Module):
         super().__init__()
         if isinstance(head_dim, bool) or not isinstance(head_dim, int) or head_dim < 2 or head_dim % 2:
             raise ValueError(f"RoPE rotates dims in pairs, so head_dim must be a positive even int, got {head_dim}")
-        if isinstance(base, bool) or not isinstance(base, numbers.Real):
+        if as_real(base) is None:
             raise TypeError(f"base must be a positive number (10000 in the paper), got {base!r}")
         if not 0 < base < math.inf:
             raise ValueError(f"base must be positive and finite, got {base}")

@@ -19,11 +19,12 @@ the book measures what a scheme costs in logits and loss.
 from __future__ import annotations
 
 import copy
-import numbers
 from typing import Callable
 
 import torch
 from torch import Tensor, nn
+
+from ._checks import as_int
 
 # The NF4 code book of QLoRA (Dettmers et al., 2023; bitsandbytes' ``NF4`` table): 16 levels in
 # [-1, 1], equal-probability bins of a standard normal, with an exact 0.
@@ -233,7 +234,7 @@ def bits_per_weight(scheme: str = "int8", *, bits: int = 4, block: int = 32, row
     """
     for name, n in (("bits", bits), ("block", block), ("row_len", row_len), ("param_bits", param_bits)):
         low = 0 if name == "row_len" else 1
-        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < low:
+        if as_int(n) is None or n < low:
             raise ValueError(f"{name} must be an int >= {low}, got {name}={n!r}")
     if scheme in ("int8", "rows"):
         if row_len < 1:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import codecs
 import heapq
-import numbers
 import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence
+
+from ._checks import as_int
 
 # GPT-2's pre-tokenization pattern, written for Python's `re` (which has no \p{L} / \p{N}):
 # \p{L} -> [^\W\d_] (letters), \p{N} -> \d, [^\s\p{L}\p{N}] -> [^\s\w] or "_". Identical to the
@@ -39,7 +40,7 @@ def _utf8(text: str) -> bytes:
 
 
 def _check_int(name: str, n: object) -> None:
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+    if as_int(n) is None:
         raise TypeError(f"{name} must be an int, got {type(n).__name__} {n!r}")
 
 
@@ -139,7 +140,7 @@ class BPETokenizer:
         for k, pair in enumerate(self.merges):
             if len(pair) != 2:
                 raise ValueError(f"merge {k} must be a pair of ids, got {pair!r}")
-            if any(isinstance(i, bool) or not isinstance(i, numbers.Integral) for i in pair):
+            if any(as_int(i) is None for i in pair):
                 raise TypeError(f"merge {k} must hold int ids, got {pair!r}")
             bad = [i for i in pair if not 0 <= i < 256 + k]
             if bad:
@@ -272,7 +273,7 @@ def _check_ids(ids: Sequence[int], vocab_size: int) -> None:
     if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
         raise TypeError(f"ids must be a sequence of int token ids, got {type(ids).__name__} {ids!r}")
     for i in ids:
-        if type(i) is not int and (isinstance(i, bool) or not isinstance(i, numbers.Integral)):
+        if as_int(i) is None:
             hint = "; for a tensor of ids pass ids.tolist()" if hasattr(i, "tolist") else ""
             raise TypeError(f"token ids must be ints, got {type(i).__name__} {i!r}{hint}")
         if not 0 <= i < vocab_size:

@@ -13,7 +13,6 @@ has read (:func:`teacher_forcing`).
 from __future__ import annotations
 
 import math
-import numbers
 import warnings
 from typing import Any, Callable, Optional, Sequence, Union
 
@@ -21,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .attention import _real
+from ._checks import as_int, as_real, check_generator
 
 IGNORE_INDEX = -100  # targets equal to this are left out of the loss (PyTorch's default)
 Pairs = tuple[Tensor, Tensor]
@@ -153,23 +152,22 @@ def train(
     for name, n in (("batch_size", batch_size), ("block_size", block_size)):
         if n is None and name == "block_size":
             continue
-        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+        if as_int(n) is None or n < 1:
             raise ValueError(f"{name} must be a positive int, got {name}={n!r}")
     for name, x, low in (("lr", lr, ">= 0"), ("weight_decay", weight_decay, ">= 0"),
                          ("grad_clip", grad_clip, ">= 0 or None")):
         if x is None and name == "grad_clip":
             continue
-        value = _real(x)  # a number, or a 0-d tensor (AdamW takes a tensor lr)
+        value = as_real(x)  # a number, or a 0-d tensor (AdamW takes a tensor lr)
         if value is None:
             raise TypeError(f"{name} must be a number {low}, got {name}={x!r}")
         if not (math.isfinite(value) and value >= 0):
             raise ValueError(f"{name} must be a finite number {low}, got {name}={x!r}")
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    check_generator(generator)
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be callable as callback(step, loss), got {type(callback).__name__}")
     for name, tok in (("bos_id", bos_id), ("pad_id", pad_id)):
-        if tok is not None and (isinstance(tok, bool) or not isinstance(tok, numbers.Integral)):
+        if tok is not None and (as_int(tok) is None):
             raise TypeError(f"{name} must be an int token id or None, got {name}={tok!r}")
     generator = torch.Generator().manual_seed(0) if generator is None else generator
     params = [p for p in model.parameters() if p.requires_grad]

@@ -1,11 +1,11 @@
 """``attention_explorer``: the explorer fed straight from model outputs (per-layer attention lists)."""
 from __future__ import annotations
 
-import numbers
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from .._checks import as_int
 from ._common import to_numpy
 from .explorer import Explorer, explorer
 
@@ -51,7 +51,7 @@ def attention_explorer(attentions: Any, tokens: Sequence[Any], key_tokens: Optio
     Returns:
         An ``Explorer``. Raises ``ValueError`` when token counts and matrix sizes disagree.
     """
-    if isinstance(batch_index, bool) or not isinstance(batch_index, numbers.Integral):
+    if as_int(batch_index) is None:
         raise TypeError(f"batch_index must be an int, got {batch_index!r}")
     batch_index = int(batch_index)
     for name, toks in (("tokens", tokens), ("key_tokens", key_tokens)):

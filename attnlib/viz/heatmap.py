@@ -1,7 +1,6 @@
 """Static attention heatmaps with matplotlib: token axes, a labelled colour bar, masked cells hatched."""
 from __future__ import annotations
 
-import numbers
 from typing import Any, Optional, Sequence
 
 import matplotlib.pyplot as plt
@@ -10,6 +9,7 @@ from matplotlib.axes import Axes
 from matplotlib.colors import Normalize
 from matplotlib.patches import Rectangle
 
+from .._checks import as_int
 from ._common import check_limits, check_tokens, default_cmap, finite_range, to_numpy
 
 ANNOTATE_MAX = 10  # annotate every cell automatically when both sides have at most this many tokens
@@ -61,7 +61,7 @@ def heatmap(weights: Any, row_tokens: Optional[Sequence[Any]] = None,
         The matplotlib ``Axes`` (``ax.figure`` is the figure; close it after showing).
     """
     arr = to_numpy(weights, "weights")
-    if isinstance(digits, bool) or not isinstance(digits, numbers.Integral) or digits < 0:
+    if as_int(digits) is None or digits < 0:
         raise ValueError(f"digits must be an int >= 0 (decimals of the annotations), got {digits!r}")
     if arr.ndim != 2:
         raise ValueError(f"heatmap needs a 2-D (Tq, Tk) matrix, got shape {tuple(arr.shape)}; "

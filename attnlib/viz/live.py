@@ -13,12 +13,12 @@ import base64
 import hashlib
 import html
 import math
-import numbers
 from typing import Any, Optional
 
 import numpy as np
 import torch
 
+from .._checks import as_int, as_real
 from ..models import GPT
 from ..tokenizers import CharTokenizer
 from ._common import HtmlOutput, standalone_page
@@ -171,12 +171,12 @@ def live_model(gpt: GPT, tokenizer: CharTokenizer, *, title: Optional[str] = Non
     if weights not in _DTYPES:
         raise ValueError(f"weights must be one of {sorted(_DTYPES)}, got {weights!r}")
     for name, x in (("temperature", temperature), ("top_p", top_p)):
-        if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        if as_real(x) is None:
             raise TypeError(f"{name} must be a number, got {name}={x!r}")
     if not (0 <= temperature < math.inf and isinstance(top_k, int) and top_k >= 0 and 0 < top_p <= 1):
         raise ValueError(f"need a finite temperature >= 0, an int top_k >= 0 and 0 < top_p <= 1; got "
                          f"temperature={temperature}, top_k={top_k!r}, top_p={top_p}")
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+    if as_int(seed) is None:
         raise TypeError(f"seed must be an int, got seed={seed!r}")
     for name, text in (("title", title), ("prompt", prompt)):
         if not isinstance(text, str) and not (name == "title" and text is None):
