@@ -39,3 +39,24 @@ def check_generator(generator: Any) -> None:
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}; "
                         f"e.g. torch.Generator().manual_seed(0)")
+
+
+def token_ids(ids: Any, vocab_size: int) -> list[int]:
+    """Token ids to decode, as a list of ints each in [0, vocab_size): a sequence of ints, or a
+    1-D tensor or array of them. Anything else is a TypeError or ValueError that says what."""
+    if hasattr(ids, "tolist") and not isinstance(ids, (list, tuple)):  # a tensor or array
+        if getattr(ids, "ndim", 1) != 1:
+            raise ValueError(f"ids must be one sequence (T,), got shape {tuple(ids.shape)}")
+        ids = ids.tolist()
+    if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+        raise TypeError(f"ids must be a sequence of int token ids, got {type(ids).__name__} {ids!r}")
+    out = []
+    for i in ids:
+        n = as_int(i)
+        if n is None:
+            hint = "; for a tensor of ids pass ids.tolist()" if hasattr(i, "tolist") else ""
+            raise TypeError(f"token ids must be ints, got {type(i).__name__} {i!r}{hint}")
+        if not 0 <= n < vocab_size:
+            raise ValueError(f"token id {n} is outside [0, {vocab_size}) (vocab_size={vocab_size})")
+        out.append(n)
+    return out

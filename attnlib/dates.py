@@ -18,7 +18,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
-from .tokenizers import _check_ids
+from ._checks import token_ids
 
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 SOURCE_FORMAT = "DD Mon YYYY"  # 11 characters, the day zero-padded ("03 Nov 2026")
@@ -81,12 +81,7 @@ class DateTokenizer:
 
     def tokens(self, ids: Sequence[int]) -> list[str]:
         """The token string of every id, specials included (labels for plots)."""
-        if hasattr(ids, "tolist"):  # a tensor or array of ids: (T,)
-            if getattr(ids, "ndim", 1) != 1:
-                raise ValueError(f"ids must be one sequence (T,), got shape {tuple(ids.shape)}")
-            ids = ids.tolist()
-        _check_ids(ids, self.vocab_size)
-        return [self.itos[int(i)] for i in ids]
+        return [self.itos[i] for i in token_ids(ids, self.vocab_size)]
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text up to the first ``<eos>``; ``<bos>`` and ``<pad>`` are dropped."""

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence
 
-from ._checks import as_int
+from ._checks import as_int, token_ids
 
 # GPT-2's pre-tokenization pattern, written for Python's `re` (which has no \p{L} / \p{N}):
 # \p{L} -> [^\W\d_] (letters), \p{N} -> \d, [^\s\p{L}\p{N}] -> [^\s\w] or "_". Identical to the
@@ -80,10 +80,7 @@ class CharTokenizer:
         return [self.stoi[c] for c in text]
 
     def decode(self, ids: Sequence[int]) -> str:
-        if hasattr(ids, "tolist"):  # a tensor or array of ids
-            ids = ids.tolist()
-        _check_ids(ids, self.vocab_size)
-        return "".join(self.itos[i] for i in ids)
+        return "".join(self.itos[i] for i in token_ids(ids, self.vocab_size))
 
 
 @dataclass(frozen=True)
@@ -219,14 +216,11 @@ class BPETokenizer:
     def decode(self, ids: Sequence[int]) -> str:
         """Text of ``ids``; byte sequences that are not valid UTF-8 become U+FFFD (except the
         bytes of a lone surrogate, which come back as that surrogate: decoding is exact)."""
-        if hasattr(ids, "tolist"):  # a tensor or array of ids
-            ids = ids.tolist()
-        _check_ids(ids, self.vocab_size)
-        return b"".join(self.vocab[i] for i in ids).decode("utf-8", errors="attnlib.surrogate_or_replace")
+        return b"".join(self.vocab[i] for i in token_ids(ids, self.vocab_size)).decode("utf-8", errors="attnlib.surrogate_or_replace")
 
     def token_str(self, i: int) -> str:
         """Readable text of one token (bytes that are not whole UTF-8 characters shown as \\xNN)."""
-        _check_ids([i], self.vocab_size)
+        i, = token_ids([i], self.vocab_size)
         return self.vocab[i].decode("utf-8", errors="backslashreplace")
 
     def tokens(self, text: str, num_merges: Optional[int] = None) -> list[str]:
@@ -267,14 +261,3 @@ def tie_order() -> dict[int, int]:
     """
     table = bytes_to_unicode()
     return {b: rank for rank, b in enumerate(sorted(range(256), key=lambda b: table[b]))}
-
-
-def _check_ids(ids: Sequence[int], vocab_size: int) -> None:
-    if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
-        raise TypeError(f"ids must be a sequence of int token ids, got {type(ids).__name__} {ids!r}")
-    for i in ids:
-        if as_int(i) is None:
-            hint = "; for a tensor of ids pass ids.tolist()" if hasattr(i, "tolist") else ""
-            raise TypeError(f"token ids must be ints, got {type(i).__name__} {i!r}{hint}")
-        if not 0 <= i < vocab_size:
-            raise ValueError(f"token id {i} is outside [0, {vocab_size}) (vocab_size={vocab_size})")

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..models import Encoder
-from ..tokenizers import _check_ids
+from .._checks import token_ids
 from ._common import load_exact, read_safetensors
 from .hf import _bert_state, bert_config
 
@@ -92,10 +92,7 @@ class WordPieceTokenizer:
 
     def decode(self, ids: Sequence[int] | Tensor, *, skip_special_tokens: bool = True) -> str:
         """Text of a list of ids (special tokens dropped unless asked for)."""
-        if isinstance(ids, Tensor):
-            ids = ids.tolist()
-        _check_ids(ids, self.vocab_size)  # ints (a float id is a TypeError), each in range
-        return self._tok.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+        return self._tok.decode(token_ids(ids, self.vocab_size), skip_special_tokens=skip_special_tokens)
 
     def encode_batch(self, texts: Sequence[str], *, device: Optional[torch.device | str] = None) -> dict[str, Tensor]:
         """Encode several texts, right-padded with ``[PAD]`` to the longest.

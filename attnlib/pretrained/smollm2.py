@@ -20,7 +20,7 @@ from ..cache import KVCache
 from ..decode import FastDecoder
 from ..generation import sample_next
 from ..models import GPT
-from ..tokenizers import _check_ids
+from .._checks import as_int, token_ids
 from ._common import load_exact
 from .gguf import read_llama_gguf
 from .hf import llama_config, llama_state
@@ -99,9 +99,8 @@ class GGUFTokenizer:
     def decode(self, ids: Sequence[int] | Tensor, *, skip_special_tokens: bool = False) -> str:
         """Text of ``ids``; ``decode(encode(s)) == s`` for every string ``s``."""
         if isinstance(ids, Tensor):
-            ids = ids.reshape(-1).tolist()
-        _check_ids(ids, self.vocab_size)  # ints (a float id is a TypeError), each in range
-        return self._tok.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+            ids = ids.reshape(-1)  # (1, T) from generate reads as its T ids
+        return self._tok.decode(token_ids(ids, self.vocab_size), skip_special_tokens=skip_special_tokens)
 
     def render_chat(self, messages: Sequence[dict[str, str]], add_generation_prompt: bool = True) -> str:
         """The chat as text, rendered with the model's own Jinja template (as ``transformers`` does)."""
@@ -174,8 +173,7 @@ def stream_reply(model: GPT, tok: GGUFTokenizer, messages: Sequence[dict[str, st
         raise TypeError(f"model must be an attnlib.GPT (from load_smollm2()), got {type(model).__name__}")
     if not isinstance(tok, GGUFTokenizer):
         raise TypeError(f"tok must be the GGUFTokenizer from load_smollm2(), got {type(tok).__name__}")
-    if (isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int)
-            or max_new_tokens < 0):
+    if as_int(max_new_tokens) is None or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
     device = next(model.parameters()).device
     step = torch.tensor([tok.chat(messages)], device=device)  # (1, T): the prompt first

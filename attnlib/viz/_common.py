@@ -20,15 +20,15 @@ def to_numpy(data: Any, name: str = "data") -> np.ndarray:
         data = data.detach().to("cpu").float().numpy()
     try:
         arr = np.asarray(data)
-        if np.iscomplexobj(arr):
-            raise TypeError(f"{name} must be real numbers, got complex values")
-        arr = arr.astype(np.float64)
-    except (TypeError, ValueError) as exc:
-        if "complex" in str(exc):
-            raise
-        raise TypeError(f"{name} must be a numeric array-like with rows of equal length, got "
+    except ValueError as exc:  # rows of different lengths
+        raise TypeError(f"{name} must be an array-like with rows of equal length, got "
                         f"{type(data).__name__}") from exc
-    return arr
+    if np.iscomplexobj(arr):
+        raise TypeError(f"{name} must be real numbers, got complex values")
+    try:
+        return arr.astype(np.float64)
+    except (TypeError, ValueError) as exc:  # strings, objects
+        raise TypeError(f"{name} must be numeric array-like, got {type(data).__name__}") from exc
 
 
 def check_tokens(tokens: Optional[Sequence[Any]], n: int, what: str, unit: str) -> list[str]:
