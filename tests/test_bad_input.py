@@ -10,13 +10,11 @@ import pytest
 import torch
 
 import attnlib
-import attnlib as A
 from attnlib import interop, masks, quant, viz
 from attnlib import (KVCache, MultiHeadAttention, RMSNorm, RotaryEmbedding, TransformerConfig, causal_mask,
                      sample_next, scaled_dot_product_attention as sdpa, top_p_filter)
 from attnlib.layers import FeedForward
 from attnlib.positional import LearnedPositionalEmbedding, sinusoidal_table
-from attnlib.pretrained import llama_config, llama_state
 
 torch.manual_seed(0)
 Q = torch.randn(1, 2, 4, 8)
@@ -27,13 +25,6 @@ SMALL = dict(vocab_size=11, d_model=8, n_heads=2, n_layers=2, max_len=8)
 def gpt(**kw) -> attnlib.GPT:
     torch.manual_seed(0)
     return attnlib.GPT(TransformerConfig(**{**SMALL, **kw})).eval()
-
-
-def filled_cache(model) -> KVCache:
-    cache = KVCache()
-    with torch.no_grad():
-        model(torch.tensor([[1, 2, 3]]), cache=cache)
-    return cache
 
 
 @pytest.mark.parametrize("backend", ["math", "sdpa"])
@@ -173,46 +164,6 @@ def test_modules_and_configs(make, error, words):
         make()
 
 
-LLAMA = dict(hidden_size=8, num_attention_heads=2, num_key_value_heads=1, num_hidden_layers=2,
-             intermediate_size=16, max_position_embeddings=16, rms_norm_eps=1e-5, rope_theta=10000.0,
-             vocab_size=11, tie_word_embeddings=True)
-
-
-def llama_sd() -> dict:
-    cfg = llama_config(LLAMA)
-    ours = attnlib.GPT(cfg).state_dict()
-    names = {"embed.tok_emb.weight": "model.embed_tokens.weight", "norm_f.weight": "model.norm.weight"}
-    sd = {}
-    for k, v in ours.items():
-        if k == "lm_head.weight":
-            continue
-        if k in names:
-            sd[names[k]] = v
-            continue
-        i, rest = k.split(".", 2)[1:]
-        theirs = {"self_attn.q_proj": "self_attn.q_proj", "self_attn.k_proj": "self_attn.k_proj",
-                  "self_attn.v_proj": "self_attn.v_proj", "self_attn.out_proj": "self_attn.o_proj",
-                  "ffn.fc1": "mlp.up_proj", "ffn.gate": "mlp.gate_proj", "ffn.fc2": "mlp.down_proj",
-                  "norm1": "input_layernorm", "norm3": "post_attention_layernorm"}
-        mod, p = rest.rsplit(".", 1)
-        sd[f"model.layers.{i}.{theirs[mod]}.{p}"] = v
-    return sd
-
-
-def test_llama_conversion_names_what_is_missing():
-    cfg = llama_config(LLAMA)
-    sd = llama_sd()
-    attnlib.GPT(cfg).load_state_dict(llama_state(sd, cfg))  # the full set converts
-    for name in ("model.layers.1.self_attn.q_proj.weight", "model.norm.weight", "model.embed_tokens.weight"):
-        short = {k: v for k, v in sd.items() if k != name}
-        with pytest.raises(ValueError, match=f"no tensor '{name}'"):
-            llama_state(short, cfg)
-        with pytest.raises(KeyError):  # a failed lookup, too
-            llama_state(short, cfg)
-    with pytest.raises(ValueError, match="Llama config has no 'hidden_size'"):
-        llama_config({k: v for k, v in LLAMA.items() if k != "hidden_size"})
-
-
 def test_token_ids_to_decode_are_ints():
     tok = attnlib.CharTokenizer("abc")
     for bad, error, words in (([1.7], TypeError, "token ids must be ints, got float"),
@@ -268,8 +219,8 @@ def test_train_refuses_what_is_not_a_model_and_stops_at_a_nan_loss():
 
 
 @pytest.mark.parametrize("make, error, words", [
-    (lambda: A.tiled_attention(Q, Q, Q, scale=math.nan), ValueError, "scale must be finite"),
-    (lambda: A.tiled_attention(Q, Q, Q, scale="a"), TypeError, "scale must be a number"),
+    (lambda: attnlib.tiled_attention(Q, Q, Q, scale=math.nan), ValueError, "scale must be finite"),
+    (lambda: attnlib.tiled_attention(Q, Q, Q, scale="a"), TypeError, "scale must be a number"),
     (lambda: masks.to_additive(causal_mask(3), fill=math.nan), ValueError, "fill must be -inf or a finite"),
     (lambda: masks.to_additive(causal_mask(3), fill=math.inf), ValueError, "fill must be -inf or a finite"),
     (lambda: masks.from_additive(torch.tensor([0.0, math.nan])), ValueError, "NaN or \\+inf"),
@@ -291,10 +242,10 @@ def test_train_refuses_what_is_not_a_model_and_stops_at_a_nan_loss():
     (lambda: quant.quantize_linears(gpt(), lambda w: w.sum()), ValueError, "fn must return a tensor"),
     (lambda: interop.mha_to_torch("x"), TypeError, "attnlib.MultiHeadAttention"),
     (lambda: interop.mha_from_torch(MultiHeadAttention(8, 2)), TypeError, "nn.MultiheadAttention"),
-    (lambda: A.layers.EncoderLayer(16, 2, 32)(torch.randn(1, 3, 8)), ValueError, "d_model=16"),
-    (lambda: A.layers.EncoderLayer(16, 2, 32, layer_norm_eps=math.nan), ValueError, "eps must be"),
+    (lambda: attnlib.layers.EncoderLayer(16, 2, 32)(torch.randn(1, 3, 8)), ValueError, "d_model=16"),
+    (lambda: attnlib.layers.EncoderLayer(16, 2, 32, layer_norm_eps=math.nan), ValueError, "eps must be"),
     (lambda: FeedForward(8, 16)(torch.ones(2, 8, dtype=torch.long)), TypeError, "floating-point"),
-    (lambda: A.positional.rotate_half(torch.randn(2, 3)), ValueError, "must be even"),
+    (lambda: attnlib.positional.rotate_half(torch.randn(2, 3)), ValueError, "must be even"),
     (lambda: attnlib.seed_everything("a"), ValueError, "seed must be an int"),
     (lambda: attnlib.seed_everything(0, threads=0), ValueError, "threads must be a positive int"),
     (lambda: attnlib.CharTokenizer(None), TypeError, "chars must be a str"),
@@ -302,7 +253,7 @@ def test_train_refuses_what_is_not_a_model_and_stops_at_a_nan_loss():
     (lambda: attnlib.BPETokenizer(merges=[(1, 2), (1, 2)]), ValueError, "repeats the pair"),
     (lambda: attnlib.BPETokenizer().encode(None), TypeError, "text must be a str"),
     (lambda: attnlib.BPETokenizer.train(None, 5), TypeError, "text must be a str"),
-    (lambda: A.evaluate.loss_by_position("x", corpus(), 8), TypeError, "model must be a torch.nn.Module"),
+    (lambda: attnlib.evaluate.loss_by_position("x", corpus(), 8), TypeError, "model must be a torch.nn.Module"),
     (lambda: quant.quantize_linears("x", lambda w: w), TypeError, "model must be a torch.nn.Module"),
     (lambda: masks.to_additive(torch.tensor([0.0, math.nan])), ValueError, "NaN or \\+inf"),
     (lambda: gpt().embed(torch.tensor([[1, 2, 3]]), torch.arange(4)), ValueError, "positions must be"),

@@ -376,6 +376,19 @@ def test_llama_cached_greedy_generation_equals_hf(tie):
     assert cache.nbytes == 2 * 2 * 2 * 9 * 2 * 8 * 4  # 2 x L x B x T x n_kv_heads x head_dim x 4 bytes
 
 
+def test_llama_conversion_names_what_is_missing():
+    hf = _small_llama(False)
+    cfg, sd = pretrained.llama_config(hf.config.to_dict()), dict(hf.state_dict())
+    for name in ("model.layers.1.self_attn.q_proj.weight", "model.norm.weight", "model.embed_tokens.weight"):
+        short = {k: v for k, v in sd.items() if k != name}
+        with pytest.raises(ValueError, match=f"no tensor '{name}'"):
+            pretrained.llama_state(short, cfg)
+        with pytest.raises(KeyError):  # a failed lookup, too
+            pretrained.llama_state(short, cfg)
+    with pytest.raises(ValueError, match="Llama config has no 'hidden_size'"):
+        pretrained.llama_config({k: v for k, v in hf.config.to_dict().items() if k != "hidden_size"})
+
+
 def test_llama_config_and_state_as_plain_dicts():
     hf = _small_llama(False)
     cfg = pretrained.llama_config(hf.config.to_dict())
