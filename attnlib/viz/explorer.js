@@ -126,13 +126,18 @@
       var ex = P.examples[state.ex], tq = ex.rows.length, tk = ex.cols.length;
       hideTip(); /* its cell index belonged to the previous example's grid */
       figure.textContent = "";
-      var cell = Math.max(8, Math.min(34, Math.floor(440 / Math.max(tq, tk))));
-      var rowStep = Math.max(1, Math.ceil(13 / cell)), colStep = rowStep;
       var maxRow = 0, maxCol = 0;
       ex.rows.forEach(function (t) { maxRow = Math.max(maxRow, shown(t, 14).length); });
       ex.cols.forEach(function (t) { maxCol = Math.max(maxCol, shown(t, 14).length); });
       var rowW = 10 + CHAR_W * maxRow, colH = Math.ceil(0.72 * (CHAR_W * maxCol + 8));
-      var left = Math.max(rowW + 18, colH - cell / 2 + 4), top = 4;
+      /* cells fitted to the width the page gives (less the colour bar), so the drawing is never
+         shrunk and its 12 px labels stay 12 px on a phone */
+      var avail = Math.max(240, root.clientWidth || 640) - 78, fit = function (l) { return Math.floor((avail - l - 6) / tk); };
+      var cell = Math.max(8, Math.min(34, Math.floor(440 / Math.max(tq, tk)), fit(rowW + 18)));
+      var left = Math.max(rowW + 18, colH - cell / 2 + 4);
+      cell = Math.max(8, Math.min(cell, fit(left)));
+      left = Math.max(rowW + 18, colH - cell / 2 + 4);
+      var rowStep = Math.max(1, Math.ceil(13 / cell)), colStep = rowStep, top = 4;
       var W = left + tk * cell + 6, H = top + tq * cell + colH + 20;
       geo = { cell: cell, left: left, top: top, tq: tq, tk: tk };
       svg = el("svg", { "class": "attnlib-plot", width: W, height: H, viewBox: "0 0 " + W + " " + H,
@@ -142,8 +147,8 @@
       var defs = el("defs", {}, svg);
       var pat = el("pattern", { id: "attnlib-hatch-" + uid, width: "6", height: "6",
         patternUnits: "userSpaceOnUse", patternTransform: "rotate(45)" }, defs);
-      el("rect", { width: "6", height: "6", fill: "#e6e6e6" }, pat);
-      el("line", { x1: "0", y1: "0", x2: "0", y2: "6", stroke: "#8c8c8c", "stroke-width": "2.5" }, pat);
+      el("rect", { "class": "attnlib-hatch-bg", width: "6", height: "6", fill: "#e6e6e6" }, pat);
+      el("line", { "class": "attnlib-hatch-fg", x1: "0", y1: "0", x2: "0", y2: "6", stroke: "#8c8c8c", "stroke-width": "2.5" }, pat);
       var grid = el("g", {}, svg);
       cells = []; cellText = []; rowLabels = [];
       var gap = cell >= 14 ? 1 : 0;
@@ -177,7 +182,7 @@
       /* the highlighted query row: a black frame with a white inner line, visible on any colour */
       rowBox = el("rect", { "class": "attnlib-rowbox", x: left - 1.5, width: tk * cell + 2 - gap, height: cell + 2 - gap,
         fill: "none", stroke: "#000", "stroke-width": "3", visibility: "hidden", "pointer-events": "none" }, svg);
-      rowInner = el("rect", { x: left + 0.5, width: tk * cell - 2 - gap, height: cell - 2 - gap,
+      rowInner = el("rect", { "class": "attnlib-rowinner", x: left + 0.5, width: tk * cell - 2 - gap, height: cell - 2 - gap,
         fill: "none", stroke: "#fff", "stroke-width": "1", visibility: "hidden", "pointer-events": "none" }, svg);
       cursor = el("rect", { "class": "attnlib-cursor", width: cell - gap, height: cell - gap, fill: "none",
         stroke: "#e66100", "stroke-width": "2", "stroke-dasharray": "3 2", visibility: "hidden",
@@ -283,10 +288,12 @@
       P.dims.forEach(function (d, k) { if (d.labels.length > 1) where.push(d.name + " " + d.labels[state.idx[k]]); });
       if (where.length) div("attnlib-tip-where", tip, where.join(" \u00b7 "));
       tip.style.display = "block";
-      var rb = root.getBoundingClientRect(), cb = cells[n].getBoundingClientRect();
+      /* beside the cell, never above the drawing: the title and the controls stay readable */
+      var rb = root.getBoundingClientRect(), cb = cells[n].getBoundingClientRect(), floor = figure.getBoundingClientRect().top - rb.top;
       var x = cb.right - rb.left + 8, y = cb.top - rb.top - tip.offsetHeight - 6;
       if (x + tip.offsetWidth > root.clientWidth) x = Math.max(0, cb.left - rb.left - tip.offsetWidth - 8);
-      if (y < 0) y = cb.bottom - rb.top + 6;
+      if (x + tip.offsetWidth > root.clientWidth) x = Math.max(0, root.clientWidth - tip.offsetWidth);
+      if (y < floor) y = cb.bottom - rb.top + 6;
       tip.style.left = x + "px";
       tip.style.top = y + "px";
     }
@@ -310,13 +317,25 @@
 
     window.attnlibKeepKeys(root, function () { return true; }, function () { selectRow(-1); });
     build();
+    /* drawn again at a new width (a phone turned, a window resized) */
+    if (typeof ResizeObserver !== "undefined") {
+      var lastW = root.clientWidth, pending = false;
+      new ResizeObserver(function () {
+        if (pending) return;
+        pending = true;
+        requestAnimationFrame(function () {
+          pending = false;
+          if (Math.abs(root.clientWidth - lastW) > 8) { lastW = root.clientWidth; build(); }
+        });
+      }).observe(root);
+    }
   }
 
   /* Initialise this output's explorer and any copy of it not yet drawn (the same output can appear
      several times on one page; hosts differ in whether document.currentScript is set). */
   var me = document.currentScript, uid = null;
   if (me && me.parentNode && me.parentNode.getAttribute) uid = me.parentNode.getAttribute("data-attnlib-uid");
-  var sel = "div.attnlib-explorer:not([data-attnlib-ready]):not(.attnlib-live)" + (uid ? '[data-attnlib-uid="' + uid + '"]' : "");
+  var sel = "div.attnlib-explorer:not([data-attnlib-ready]):not(.attnlib-live):not(.attnlib-kit)" + (uid ? '[data-attnlib-uid="' + uid + '"]' : "");
   var roots = Array.prototype.slice.call(document.querySelectorAll(sel));
   if (uid && !me.parentNode.hasAttribute("data-attnlib-ready") && roots.indexOf(me.parentNode) < 0) roots.push(me.parentNode);
   for (var r = 0; r < roots.length; r++) {
