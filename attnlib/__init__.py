@@ -4,7 +4,8 @@ The library behind the interactive Transformer book. See ``DESIGN.md`` in the bo
 for the API contract. The names below are the public API: the contract's, and the helpers the
 chapters import (seeding, timing, data, the book's models) so that no notebook repeats them.
 """
-from .attention import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
+from .attention import causal_mask, padding_mask, scaled_dot_product_attention
+from .mha import MultiHeadAttention
 from .cache import KVCache
 from .config import TransformerConfig
 from .generation import sample_next, top_p_filter
@@ -16,7 +17,7 @@ from .interop import mha_from_torch, mha_to_torch
 from .masks import from_additive, from_hf_attention_mask, from_key_padding, from_nn_mha, to_additive, to_hf_attention_mask, to_key_padding, to_nn_mha
 from .train import train
 from .evaluate import head_output_norms, loss_by_position
-from .utils import best_time, default_device, seed_everything
+from .utils import best_time, default_device, peak_memory, seed_everything
 from .tokenizers import BPETokenizer, CharTokenizer
 from .data import load_corpus
 from .dates import DateTokenizer, date_pairs

@@ -1,6 +1,6 @@
 """The predicates every argument check in attnlib shares: what counts as an int or a number.
 
-An int is a Python or numpy integer (not a bool); a number is a Python or numpy real or a 0-d
+An int is a Python or numpy integer or a 0-d integer tensor (not a bool); a number is a Python or numpy real or a 0-d
 real tensor (not a bool). Each returns the plain value, or None for anything else, so a check
 reads ``if as_int(n) is None or n < 1: raise ValueError(...)`` and says in its own message what
 the argument is for.
@@ -14,9 +14,13 @@ import torch
 
 
 def as_int(x: Any) -> Optional[int]:
-    """x as an int if it is an integer (a Python or numpy int, not a bool), else None."""
-    if type(x) is int:  # the usual case first: decode loops call this
+    """x as an int if it is an integer (a Python or numpy int or a 0-d integer tensor; not a
+    bool), else None."""
+    if type(x) is int:  # the usual case first
         return x
+    if isinstance(x, torch.Tensor):
+        integer = not (x.is_floating_point() or x.is_complex() or x.dtype == torch.bool)
+        return int(x) if x.dim() == 0 and integer and x.device.type != "meta" else None
     if isinstance(x, bool) or not isinstance(x, numbers.Integral):
         return None
     return int(x)
@@ -32,6 +36,15 @@ def as_real(x: Any) -> Optional[float]:
     if isinstance(x, torch.Tensor) and x.dim() == 0 and x.dtype != torch.bool and not x.is_complex():
         return float(x)
     return None
+
+
+def eager(t: Any = None) -> bool:
+    """Should a check that reads tensor values run? Not under ``torch.compile`` (reading a value
+    would split the compiled graph: compiled code trusts what eager mode has checked) and not
+    for a meta tensor (it has no values)."""
+    if torch.compiler.is_compiling():
+        return False
+    return not (isinstance(t, torch.Tensor) and t.device.type == "meta")
 
 
 def check_generator(generator: Any) -> None:

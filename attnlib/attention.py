@@ -1,4 +1,4 @@
-"""Scaled dot-product attention and the two standard masks (MultiHeadAttention: attnlib/mha.py).
+"""Scaled dot-product attention and the two standard masks.
 
 Two paths compute the same thing:
 
@@ -9,6 +9,9 @@ Two paths compute the same thing:
 
 Mask semantics follow PyTorch SDPA: a bool mask is True where a query MAY attend, a float mask
 is ADDED to the scores. A query row whose keys are all masked returns zeros, never NaN.
+
+:func:`scaled_dot_product_attention` checks its arguments, then calls :func:`attend`, which does
+the arithmetic and nothing else (MultiHeadAttention calls it after checking its own inputs).
 """
 from __future__ import annotations
 
@@ -17,139 +20,70 @@ from typing import Any, Optional
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
-from ._checks import as_int, as_real
+from ._checks import as_int, as_real, eager
 
 BACKENDS = ("math", "sdpa", "auto")
 
 
-def _check_tensor(name: str, t: Any) -> None:
-    if not isinstance(t, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.dim() < 2:
-        raise ValueError(f"{name} must have shape (..., T, D) with at least 2 dims, got shape {tuple(t.shape)}")
-    if not t.is_floating_point():
-        raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+def attend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Optional[Tensor] = None,
+           dropout_p: float = 0.0, is_causal: bool = False, scale: Optional[float] = None, *,
+           need_weights: bool = False, backend: str = "auto",
+           enable_gqa: bool = False) -> tuple[Tensor, Optional[Tensor]]:
+    """The arithmetic of :func:`scaled_dot_product_attention`, on arguments already checked.
+
+    Returns (out (..., Tq, Dv), weights (..., Tq, Tk) or None)."""
+    dead = None
+    if attn_mask is not None:
+        if attn_mask.is_floating_point():
+            attn_mask = attn_mask.to(query.dtype)
+            dead = torch.isneginf(attn_mask).all(dim=-1, keepdim=True)  # (..., Tq, 1)
+            attn_mask = attn_mask.masked_fill(dead, 0.0)
+        else:
+            dead = ~attn_mask.any(dim=-1, keepdim=True)  # (..., Tq, 1): rows with no key to see
+            attn_mask = attn_mask | dead
+        # The dead rows were un-masked so that softmax stays finite (no NaN, forward or
+        # backward); their outputs are set to zero below.
+    if backend == "math" or need_weights:
+        if enable_gqa and key.shape[-3] != query.shape[-3]:
+            # query head h reads key/value head h // group: each K/V head repeated `group` times
+            group = query.shape[-3] // key.shape[-3]
+            key = key.repeat_interleave(group, dim=-3)  # (..., G, Tk, D) -> (..., Hq, Tk, D)
+            value = value.repeat_interleave(group, dim=-3)
+        out, weights = _math_attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
+    else:
+        out = F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
+                                             is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
+        weights = None
+    if dead is not None:
+        out = out.masked_fill(dead, 0.0)
+        if weights is not None:
+            weights = weights.masked_fill(dead, 0.0)
+    return out, (weights if need_weights else None)
 
 
-def _broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...]:
-    """torch.broadcast_shapes, with the common case (all equal) answered without it (it is slow:
-    tens of microseconds, which a decode step pays per layer)."""
-    first = tuple(shapes[0])
-    if all(tuple(s) == first for s in shapes[1:]):
-        return first
-    return tuple(torch.broadcast_shapes(*shapes))
-
-
-def _check_inputs(query: Tensor, key: Tensor, value: Tensor, enable_gqa: bool = False) -> tuple[int, ...]:
-    """Validate Q/K/V shapes; return the broadcast batch shape (of the queries' heads under GQA)."""
-    for name, t in (("query", query), ("key", key), ("value", value)):
-        _check_tensor(name, t)
-    if not query.dtype == key.dtype == value.dtype:
-        raise TypeError(
-            f"query, key and value must have the same dtype, got {query.dtype}, {key.dtype} and "
-            f"{value.dtype}; convert them, e.g. key.to(query.dtype)"
-        )
-    if query.shape[-1] < 1:
-        raise ValueError(f"query and key need a width d_k of at least 1, got query {tuple(query.shape)}")
-    if enable_gqa:
-        return _check_gqa(query, key, value)
-    if query.shape[-1] != key.shape[-1]:
-        raise ValueError(
-            f"query and key must have the same width d_k to be compared: query is {tuple(query.shape)} "
-            f"(d_k={query.shape[-1]}), key is {tuple(key.shape)} (d_k={key.shape[-1]})"
-        )
-    if key.shape[-2] != value.shape[-2]:
-        raise ValueError(
-            f"key and value must have the same length Tk (one value per key): key is {tuple(key.shape)} "
-            f"(Tk={key.shape[-2]}), value is {tuple(value.shape)} (Tk={value.shape[-2]})"
-        )
-    try:
-        batch = _broadcast(query.shape[:-2], key.shape[:-2], value.shape[:-2])
-    except RuntimeError:
-        raise ValueError(
-            f"the leading (batch/head) dims of query {tuple(query.shape)}, key {tuple(key.shape)} and "
-            f"value {tuple(value.shape)} do not broadcast together"
-        ) from None
-    return tuple(batch)
-
-
-def _check_gqa(query: Tensor, key: Tensor, value: Tensor) -> tuple[int, ...]:
-    """Grouped-query shapes: query (..., Hq, Tq, D), key/value (..., G, Tk, D) with Hq % G == 0."""
-    if min(query.dim(), key.dim(), value.dim()) < 3:
-        raise ValueError(
-            f"enable_gqa=True needs a head dim: query (..., Hq, Tq, D) and key/value (..., G, Tk, D); got "
-            f"query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
-        )
-    hq, hk, hv = query.shape[-3], key.shape[-3], value.shape[-3]
-    if hk != hv or hq % hk != 0:
-        raise ValueError(
-            f"enable_gqa=True needs key and value to have the same number of heads G dividing the "
-            f"query heads Hq: got Hq={hq} (query {tuple(query.shape)}), key heads {hk}, value heads {hv}"
-        )
-    if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
-        raise ValueError(
-            f"query and key must have the same width d_k, and key and value the same length Tk: got "
-            f"query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
-        )
-    try:
-        lead = _broadcast(query.shape[:-3], key.shape[:-3], value.shape[:-3])
-    except RuntimeError:
-        raise ValueError(
-            f"the batch dims (before the head dim) of query {tuple(query.shape)}, key {tuple(key.shape)} "
-            f"and value {tuple(value.shape)} do not broadcast together"
-        ) from None
-    return (*lead, hq)
-
-
-def _check_mask(attn_mask: Tensor, scores_shape: tuple[int, ...], values: bool = True) -> None:
-    """Kind, dtype and shape of a mask; with ``values``, also that a float mask holds no NaN or
-    +inf (one reduction)."""
-    if not isinstance(attn_mask, Tensor):
-        raise TypeError(f"attn_mask must be a torch.Tensor (bool or float), got {type(attn_mask).__name__}")
-    if attn_mask.dtype != torch.bool and not attn_mask.is_floating_point():
-        raise TypeError(
-            f"attn_mask must be bool (True = may attend) or floating (added to the scores), got dtype "
-            f"{attn_mask.dtype}; for a 0/1 integer mask use attn_mask.bool()"
-        )
-    try:
-        ok = _broadcast(attn_mask.shape, scores_shape) == tuple(scores_shape)
-    except RuntimeError:
-        ok = False
-    if not ok:
-        raise ValueError(
-            f"attn_mask of shape {tuple(attn_mask.shape)} does not broadcast to the scores shape "
-            f"(..., Tq, Tk) = {tuple(scores_shape)}"
-        )
-    if values and attn_mask.is_floating_point() and attn_mask.numel() and attn_mask.device.type != "meta":
-        # one reduction: max is NaN if any entry is, +inf if any entry is
-        top = float(attn_mask.max())
-        if not top < math.inf:
-            raise ValueError(
-                f"a float attn_mask is added to the scores, so it must hold 0 (may attend) or -inf "
-                f"(may not) or other finite biases; it holds {'NaN' if math.isnan(top) else '+inf'}, "
-                f"which would make the weights NaN"
-            )
-
-
-def _check_scale(scale: Any) -> Optional[float]:
-    """None (1 / sqrt(d_k)) or a finite number, as a float."""
-    if scale is None:
-        return None
-    value = as_real(scale)
-    if value is None:
-        raise TypeError(f"scale must be a number (or None for 1/sqrt(d_k)), got {scale!r}")
-    if not math.isfinite(value):
-        raise ValueError(f"scale must be finite (or None for 1/sqrt(d_k)), got {value}")
-    return value
-
-
-def _dead_rows(attn_mask: Tensor) -> Tensor:
-    """True for query rows in which every key is masked out, shape (..., Tq, 1)."""
-    if attn_mask.dtype == torch.bool:
-        return ~attn_mask.any(dim=-1, keepdim=True)
-    return torch.isneginf(attn_mask).all(dim=-1, keepdim=True)
+def _math_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Optional[Tensor],
+                    dropout_p: float, is_causal: bool, scale: Optional[float]) -> tuple[Tensor, Tensor]:
+    """The readable path: every step of the formula, weights kept."""
+    d_k = query.shape[-1]
+    scale = 1.0 / math.sqrt(d_k) if scale is None else scale
+    # Half inputs (fp16, bf16) are scored and softmaxed in float32: Q K^T can overflow fp16
+    # (65,504) before the scale brings it back, and exp() of bf16 scores loses too much.
+    acc = torch.float32 if query.dtype in (torch.float16, torch.bfloat16) else query.dtype
+    scores = (query.to(acc) @ key.to(acc).transpose(-2, -1)) * scale  # (..., Tq, Tk)
+    if is_causal:
+        tq, tk = scores.shape[-2:]
+        allowed = torch.ones(tq, tk, dtype=torch.bool, device=scores.device).tril(tk - tq)  # causal_mask
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    elif attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            scores = scores.masked_fill(~attn_mask, float("-inf"))
+        else:
+            scores = scores + attn_mask
+    weights = torch.softmax(scores, dim=-1).to(query.dtype)  # (..., Tq, Tk), rows sum to 1
+    used = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
+    return used @ value, weights  # (..., Tq, Tk) @ (..., Tk, Dv) -> (..., Tq, Dv)
 
 
 def scaled_dot_product_attention(
@@ -186,105 +120,136 @@ def scaled_dot_product_attention(
     Returns:
         (out (..., Tq, Dv), weights (..., Tq, Tk) or None). Fully masked query rows are zeros.
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(map(repr, BACKENDS))}")
-    if backend == "sdpa" and need_weights:
-        raise ValueError(
-            "backend='sdpa' cannot return weights (the fused kernel never forms them); "
-            "use backend='math' or 'auto' with need_weights=True"
-        )
-    batch = _check_inputs(query, key, value, enable_gqa)
+    check_backend(backend, need_weights)
+    for name, flag in (("is_causal", is_causal), ("need_weights", need_weights), ("enable_gqa", enable_gqa)):
+        check_flag(name, flag)
+    batch = check_inputs(query, key, value, enable_gqa)
     tq, tk = query.shape[-2], key.shape[-2]
-    scores_shape = (*batch, tq, tk)
     if is_causal:
-        if attn_mask is not None:
-            raise ValueError(
-                "pass either attn_mask or is_causal=True, not both; to combine them, build "
-                "causal_mask(q_len, k_len) & your_mask and pass it as attn_mask"
-            )
-        if tq != tk:
-            raise ValueError(
-                f"is_causal=True needs Tq == Tk, got Tq={tq}, Tk={tk}. PyTorch aligns is_causal to the "
-                f"top-left, which is wrong for a decode step with cached keys; pass "
-                f"attn_mask=causal_mask({tq}, {tk}) (lower-right aligned) instead"
-            )
+        check_causal(attn_mask, tq, tk)
     if as_real(dropout_p) is None:
         raise TypeError(f"dropout_p must be a number in [0, 1), got {dropout_p!r}")
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
-    scale = _check_scale(scale)
-
-    dead = None
+    scale = check_scale(scale)
     if attn_mask is not None:
-        _check_mask(attn_mask, scores_shape)
-        if attn_mask.is_floating_point():
-            attn_mask = attn_mask.to(query.dtype)
-        dead = _dead_rows(attn_mask)
-        if bool(dead.any()):
-            # Un-mask the dead rows so softmax stays finite (no NaN, forward or backward);
-            # their outputs are zeroed below.
-            attn_mask = attn_mask | dead if attn_mask.dtype == torch.bool else attn_mask.masked_fill(dead, 0.0)
-        else:
-            dead = None
-
-    if backend == "math" or need_weights:
-        if enable_gqa and key.shape[-3] != query.shape[-3]:
-            # query head h reads key/value head h // group: each K/V head repeated `group` times in a row
-            group = query.shape[-3] // key.shape[-3]
-            key = key.repeat_interleave(group, dim=-3)  # (..., G, Tk, D) -> (..., Hq, Tk, D)
-            value = value.repeat_interleave(group, dim=-3)
-        out, weights = _math_attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
-    else:
-        keep = 3 if enable_gqa else 2  # under GQA the head counts differ: expand only the dims before them
-        if not query.shape[:-keep] == key.shape[:-keep] == value.shape[:-keep]:
-            # torch's kernels do not broadcast every combination (a mask with batch only from value
-            # fails), so expand the leading dims (views, no copy) to the common batch shape
-            lead = batch[:len(batch) + 2 - keep]
-            query, key, value = (t.expand(*lead, *t.shape[-keep:]) for t in (query, key, value))
-        out = F.scaled_dot_product_attention(
-            query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
-            enable_gqa=enable_gqa,
-        )
-        weights = None
-    if dead is not None:
-        out = out.masked_fill(dead, 0.0)
-        if weights is not None:
-            weights = weights.masked_fill(dead, 0.0)
-    return out, (weights if need_weights else None)
+        check_mask(attn_mask, (*batch, tq, tk))
+    keep = 3 if enable_gqa else 2  # under GQA the head counts differ: compare the dims before them
+    if backend != "math" and not need_weights and not query.shape[:-keep] == key.shape[:-keep] == value.shape[:-keep]:
+        # torch's kernels do not broadcast every combination (a batch only in value fails), so
+        # expand the leading dims (views, no copy) to the common batch shape
+        lead = batch[:len(batch) + 2 - keep]
+        query, key, value = (t.expand(*lead, *t.shape[-keep:]) for t in (query, key, value))
+    return attend(query, key, value, attn_mask, float(dropout_p), is_causal, scale, need_weights=need_weights,
+                  backend=backend, enable_gqa=enable_gqa)
 
 
-def _math_attention(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    attn_mask: Optional[Tensor],
-    dropout_p: float,
-    is_causal: bool,
-    scale: Optional[float],
-) -> tuple[Tensor, Tensor]:
-    """The readable path: every step of the formula, weights kept."""
-    d_k = query.shape[-1]
-    scale = 1.0 / math.sqrt(d_k) if scale is None else scale
-    # Half inputs (fp16, bf16) are scored and softmaxed in float32: Q K^T can overflow fp16 (65,504)
-    # before the scale brings it back, and exp() of bf16 scores loses too much. float32 and
-    # float64 stay as they are.
-    acc = torch.float32 if query.dtype in (torch.float16, torch.bfloat16) else query.dtype
-    scores = (query.to(acc) @ key.to(acc).transpose(-2, -1)) * scale  # (..., Tq, Dk) @ (..., Dk, Tk) -> (..., Tq, Tk)
-    if is_causal:
-        tq, tk = scores.shape[-2:]
-        allowed = torch.ones(tq, tk, dtype=torch.bool, device=scores.device).tril(tk - tq)  # causal_mask(tq, tk)
-        scores = scores.masked_fill(~allowed, float("-inf"))
-    elif attn_mask is not None:
-        if attn_mask.dtype == torch.bool:
-            scores = scores.masked_fill(~attn_mask, float("-inf"))
-        else:
-            scores = scores + attn_mask
-    weights = torch.softmax(scores, dim=-1).to(query.dtype)  # (..., Tq, Tk), rows sum to 1
-    used = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
-    out = used @ value  # (..., Tq, Tk) @ (..., Tk, Dv) -> (..., Tq, Dv)
-    return out, weights
+# --- Argument checks (shared with MultiHeadAttention and tiled_attention) -------------------
+def check_flag(name: str, flag: Any) -> None:
+    """A switch is True or False (a string such as "no" would read as True)."""
+    if not isinstance(flag, bool) and not (type(flag).__module__ == "numpy" and type(flag).__name__ == "bool"):
+        raise TypeError(f"{name} must be True or False, got {flag!r}")
 
 
+def check_backend(backend: Any, need_weights: bool) -> None:
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(map(repr, BACKENDS))}")
+    if backend == "sdpa" and need_weights:
+        raise ValueError("backend='sdpa' cannot return weights (the fused kernel never forms them); "
+                         "use backend='math' or 'auto' with need_weights=True")
+
+
+def _check_tensor(name: str, t: Any) -> None:
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dim() < 2:
+        raise ValueError(f"{name} must have shape (..., T, D) with at least 2 dims, got shape {tuple(t.shape)}")
+    if not t.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
+
+
+def _broadcast(what: str, *shapes: torch.Size) -> tuple[int, ...]:
+    try:
+        return tuple(torch.broadcast_shapes(*shapes))
+    except RuntimeError:
+        raise ValueError(f"the leading (batch/head) dims of {what} do not broadcast together") from None
+
+
+def check_inputs(query: Tensor, key: Tensor, value: Tensor, enable_gqa: bool = False) -> tuple[int, ...]:
+    """Validate Q/K/V; return the broadcast batch shape (of the queries' heads under GQA)."""
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        _check_tensor(name, t)
+    shapes = f"query {tuple(query.shape)}, key {tuple(key.shape)} and value {tuple(value.shape)}"
+    if not query.dtype == key.dtype == value.dtype:
+        raise TypeError(f"query, key and value must have the same dtype, got {query.dtype}, {key.dtype} and "
+                        f"{value.dtype}; convert them, e.g. key.to(query.dtype)")
+    if query.shape[-1] < 1:
+        raise ValueError(f"query and key need a width d_k of at least 1, got query {tuple(query.shape)}")
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError(f"query and key must have the same width d_k to be compared: query is "
+                         f"{tuple(query.shape)} (d_k={query.shape[-1]}), key is {tuple(key.shape)} "
+                         f"(d_k={key.shape[-1]})")
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(f"key and value must have the same length Tk (one value per key): key is "
+                         f"{tuple(key.shape)} (Tk={key.shape[-2]}), value is {tuple(value.shape)} "
+                         f"(Tk={value.shape[-2]})")
+    if not enable_gqa:
+        return _broadcast(shapes, query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    if min(query.dim(), key.dim(), value.dim()) < 3:
+        raise ValueError(f"enable_gqa=True needs a head dim: query (..., Hq, Tq, D) and key/value "
+                         f"(..., G, Tk, D); got {shapes}")
+    hq, hk, hv = query.shape[-3], key.shape[-3], value.shape[-3]
+    if hk != hv or hq % hk != 0:
+        raise ValueError(f"enable_gqa=True needs key and value to have the same number of heads G "
+                         f"dividing the query heads Hq: got Hq={hq}, key heads {hk}, value heads {hv} ({shapes})")
+    return (*_broadcast(shapes, query.shape[:-3], key.shape[:-3], value.shape[:-3]), hq)
+
+
+def check_causal(attn_mask: Optional[Tensor], tq: int, tk: int) -> None:
+    if attn_mask is not None:
+        raise ValueError("pass either attn_mask or is_causal=True, not both; to combine them, build "
+                         "causal_mask(q_len, k_len) & your_mask and pass it as attn_mask")
+    if tq != tk:
+        raise ValueError(f"is_causal=True needs Tq == Tk, got Tq={tq}, Tk={tk}. PyTorch aligns is_causal to "
+                         f"the top-left, which is wrong for a decode step with cached keys; pass "
+                         f"attn_mask=causal_mask({tq}, {tk}) (lower-right aligned) instead")
+
+
+def check_mask(attn_mask: Any, scores_shape: tuple[int, ...]) -> None:
+    """Kind, dtype and shape of a mask, and (in eager mode) that a float mask holds no NaN or +inf."""
+    if not isinstance(attn_mask, Tensor):
+        raise TypeError(f"attn_mask must be a torch.Tensor (bool or float), got {type(attn_mask).__name__}")
+    if attn_mask.dtype != torch.bool and not attn_mask.is_floating_point():
+        raise TypeError(f"attn_mask must be bool (True = may attend) or floating (added to the scores), got "
+                        f"dtype {attn_mask.dtype}; for a 0/1 integer mask use attn_mask.bool()")
+    try:
+        ok = tuple(torch.broadcast_shapes(attn_mask.shape, scores_shape)) == tuple(scores_shape)
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise ValueError(f"attn_mask of shape {tuple(attn_mask.shape)} does not broadcast to the scores shape "
+                         f"(..., Tq, Tk) = {tuple(scores_shape)}")
+    if attn_mask.is_floating_point() and eager(attn_mask) and attn_mask.numel():
+        top = float(attn_mask.max())  # NaN if any entry is, +inf if any entry is
+        if not top < math.inf:
+            raise ValueError(f"a float attn_mask is added to the scores, so it must hold 0 (may attend) or -inf "
+                             f"(may not) or other finite biases; it holds {'NaN' if math.isnan(top) else '+inf'}, "
+                             f"which would make the weights NaN")
+
+
+def check_scale(scale: Any) -> Optional[float]:
+    """None (1 / sqrt(d_k)) or a finite number, as a float."""
+    if scale is None:
+        return None
+    value = as_real(scale)
+    if value is None:
+        raise TypeError(f"scale must be a number (or None for 1/sqrt(d_k)), got {scale!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"scale must be finite (or None for 1/sqrt(d_k)), got {value}")
+    return value
+
+
+# --- The two standard masks -------------------------------------------------------------------
 def causal_mask(q_len: int, k_len: Optional[int] = None, *, device: Optional[torch.device | str] = None) -> Tensor:
     """Bool (q_len, k_len) mask, True where query i may attend to key j.
 
@@ -312,6 +277,3 @@ def padding_mask(token_ids: Tensor, pad_id: int) -> Tensor:
     if as_int(pad_id) is None:
         raise TypeError(f"pad_id must be an int (the padding token's id), got {pad_id!r}")
     return (token_ids != pad_id)[:, None, None, :]  # (B, 1, 1, T)
-
-
-from .mha import MultiHeadAttention  # noqa: E402  (re-exported: it lives in attnlib/mha.py)

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import weakref
-from contextlib import contextmanager
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any, Optional
 
 import torch
 from torch import Tensor
 
-from ._checks import as_int
+from ._checks import as_int, eager
 
 
 class KVCache:
@@ -19,219 +18,156 @@ class KVCache:
     Cross-attention keys/values (an encoder-decoder's view of the source) are stored separately
     with :meth:`set_cross`; they are computed once and never grow.
 
-    A cache belongs to the model that filled it (see :meth:`bind`): a model of another depth,
-    head count or width, or an encoder-decoder step against another source, is a ValueError.
-    A step that fails (see :meth:`atomic`) leaves the cache exactly as it was.
+    Storage: layer i keeps one buffer for its keys and one for its values, (B, G, capacity, D)
+    each, of which the first ``T`` rows are held; ``keys[i]`` / ``values[i]`` are views of those
+    rows. A decode step writes its one new row in place instead of copying everything held, and
+    a full buffer is replaced by one twice as long. G = n_kv_heads key/value heads.
 
-    Storage: each layer's ``keys``/``values`` are views of the first ``seq_len`` positions of a
-    larger buffer, so a decode step writes its token in place (no copy of what is held). Room is
-    reserved with :meth:`reserve` (``generate`` reserves ``max_new_tokens``) and otherwise doubles
-    when it runs out; :meth:`capacity` tells how much there is. The buffers are kept beside the
-    cache, so ``vars(cache)`` is still ``keys``, ``values`` and the cross entries. Assigning other
-    tensors to ``keys``/``values`` (a copy, or a cut such as ``k[:, :, :n]``) is respected: a cut
-    keeps writing into the same buffer, anything else is copied into a new one on the next update.
+    A cache belongs to the model that filled it: the model records its name and sizes with
+    :meth:`bind`, and a model of another kind, depth, head count or width (or an encoder-decoder
+    step against another source) is a ValueError. :meth:`snapshot` / :meth:`restore` let a model
+    put the cache back as it was when a step fails.
 
     Attributes:
+        keys, values: per layer, the held (B, G, T, D) (read-only views; use update to add).
         seq_len: tokens held (in layer 0).
-        nbytes: bytes of the self-attention keys and values held for those tokens
-            = 2 x n_layers x B x seq_len x n_kv_heads x head_dim x element size
-            (= 2 x n_layers x B x seq_len x d_model x element size for multi-head attention, where
-            n_kv_heads = n_heads; grouped-query attention stores only the n_kv_heads key/value heads).
+        nbytes: bytes of the self-attention keys and values held for those tokens (used, not
+            reserved) = 2 x n_layers x B x seq_len x n_kv_heads x head_dim x element size.
     """
 
-    preallocate: bool = True  # class-wide switch: False concatenates at every step (benchmarks compare)
-
     def __init__(self) -> None:
-        self.keys: list[Tensor] = []    # per layer, (B, G, T, D): G = n_kv_heads key/value heads
-        self.values: list[Tensor] = []
-        self._cross: dict[int, tuple[Tensor, Tensor]] = {}
+        self._k: list[Tensor] = []    # per layer, (B, G, capacity, D) buffers
+        self._v: list[Tensor] = []
+        self._len: list[int] = []     # per layer, rows held
+        self.cross: dict[int, tuple[Tensor, Tensor]] = {}   # layer -> the source's (k, v)
+        self.owner: Optional[dict[str, Any]] = None          # the model that filled it (bind)
+        self.source: Optional[Tensor] = None                 # its encoder output, if any
+
+    @property
+    def keys(self) -> list[Tensor]:
+        return [k[:, :, :n] for k, n in zip(self._k, self._len)]  # (B, G, T, D) per layer
+
+    @property
+    def values(self) -> list[Tensor]:
+        return [v[:, :, :n] for v, n in zip(self._v, self._len)]
 
     def update(self, layer_idx: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Append k, v (B, G, T_new, D) to layer ``layer_idx``; return all held (B, G, T_total, D).
+        """Append k, v (B, G, T_new, D) to layer ``layer_idx``; return all held (B, G, T_total, D)."""
+        i = self._check_update(layer_idx, k, v)
+        if i == len(self._k):  # a new layer: an empty buffer
+            self._k.append(k[:, :, :0])
+            self._v.append(v[:, :, :0])
+            self._len.append(0)
+        start = self._len[i]
+        end = start + k.shape[2]
+        kb, vb = self._k[i], self._v[i]
+        if torch.is_grad_enabled() and (k.requires_grad or v.requires_grad):
+            # under autograd, concatenate: writing into a buffer would overwrite tensors that
+            # the backward pass still needs
+            kb, vb = torch.cat([kb[:, :, :start], k], dim=2), torch.cat([vb[:, :, :start], v], dim=2)
+        else:
+            if kb.shape[2] < end or kb.dtype != k.dtype or kb.device != k.device:
+                capacity = max(end, 2 * kb.shape[2], 16)  # doubling: O(1) copies per token, on average
+                kb, vb = self._grow(kb, k, start, capacity), self._grow(vb, v, start, capacity)
+            kb[:, :, start:end] = k  # in place: nothing already held is copied
+            vb[:, :, start:end] = v
+        self._k[i], self._v[i], self._len[i] = kb, vb, end
+        return kb[:, :, :end], vb[:, :, :end]
 
-        The held keys/values are views of a larger buffer with room reserved ahead (see
-        :meth:`reserve`; otherwise the room doubles when it runs out), so a decode step writes
-        its token in place instead of copying the whole cache. Under autograd (a k or v that
-        requires grad) the layer is concatenated instead, so gradients flow as usual."""
-        # (checked in a few plain comparisons: a decode step calls this once per layer)
-        n = len(self.keys)
-        index = as_int(layer_idx)
-        if index is None or index < 0:
+    @staticmethod
+    def _grow(buf: Tensor, new: Tensor, held: int, capacity: int) -> Tensor:
+        """A buffer of ``capacity`` rows holding the first ``held`` rows of ``buf``."""
+        out = new.new_empty(new.shape[0], new.shape[1], capacity, new.shape[3])
+        out[:, :, :held] = buf[:, :, :held]
+        return out
+
+    def _check_update(self, layer_idx: Any, k: Any, v: Any) -> int:
+        i, n = as_int(layer_idx), len(self._len)
+        if i is None or i < 0:
             raise ValueError(f"layer_idx must be an int >= 0, got {layer_idx!r}")
-        layer_idx = index
-        if layer_idx > n:
-            raise ValueError(f"layers must be filled in order: got layer {layer_idx}, cache has {n}")
+        if i > n:
+            raise ValueError(f"layers must be filled in order: got layer {i}, cache has {n}")
         if not (isinstance(k, Tensor) and isinstance(v, Tensor)):
             raise TypeError(f"k and v must be torch.Tensors, got {type(k).__name__} and {type(v).__name__}")
-        ks, vn = k.shape, v.shape
-        if len(ks) != 4 or len(vn) != 4 or ks[0] != vn[0] or ks[1] != vn[1] or ks[2] != vn[2]:
-            raise ValueError(
-                f"k and v must be (B, G, T_new, D) with the same batch, heads and length, got k "
-                f"{tuple(ks)} and v {tuple(v.shape)}"
-            )
-        held = self.keys[layer_idx] if layer_idx < n else None
-        if held is not None:
-            hs, vs = held.shape, self.values[layer_idx].shape
-            if hs[0] != ks[0] or hs[1] != ks[1] or hs[3] != ks[3] or vs[3] != vn[3]:
-                raise ValueError(
-                    f"cache layer {layer_idx} holds keys of shape {tuple(hs)} but got new keys "
-                    f"{tuple(ks)} (values: {tuple(vs)} held, {tuple(v.shape)} new); batch, heads and "
-                    f"head width must match (call reset() for a new batch)"
-                )
-        if not self.preallocate or k.requires_grad or v.requires_grad or (held is not None and held.dtype != k.dtype):
-            if held is None:
-                self.keys.append(k)
-                self.values.append(v)
-            else:
-                self.keys[layer_idx] = torch.cat([held, k], dim=-2)  # (B, G, T_total, D)
-                self.values[layer_idx] = torch.cat([self.values[layer_idx], v], dim=-2)
-            return self.keys[layer_idx], self.values[layer_idx]
-        start = 0 if held is None else held.shape[-2]
-        end = start + k.shape[-2]
-        kb, vb = self._room(layer_idx, k, end)  # (B, G, capacity >= end, D) each
-        kb.narrow(2, start, end - start).copy_(k)  # in place: nothing already held is copied
-        vb.narrow(2, start, end - start).copy_(v)
-        held_k, held_v = kb.narrow(2, 0, end), vb.narrow(2, 0, end)  # (B, G, T_total, D) views
-        if held is None:
-            self.keys.append(held_k)
-            self.values.append(held_v)
-        else:
-            self.keys[layer_idx], self.values[layer_idx] = held_k, held_v
-        return held_k, held_v
-
-    # The buffers behind keys/values (and the room to reserve) are kept beside the cache, like
-    # the binding below, so that vars(cache) is still just keys, values and cross entries.
-    _backing: "weakref.WeakKeyDictionary[KVCache, dict[str, Any]]" = weakref.WeakKeyDictionary()
-
-    def reserve(self, n_tokens: int) -> None:
-        """Reserve room for ``n_tokens`` more tokens per layer at the next allocation (e.g.
-        ``max_new_tokens`` before a decode loop), so that decoding never reallocates."""
-        if isinstance(n_tokens, bool) or not isinstance(n_tokens, int) or n_tokens < 0:
-            raise ValueError(f"n_tokens must be an int >= 0, got {n_tokens!r}")
-        KVCache._backing.setdefault(self, {"layers": {}, "reserve": 0})["reserve"] = n_tokens
-
-    def capacity(self, layer_idx: int) -> int:
-        """Tokens that layer ``layer_idx`` can hold before its buffer is reallocated."""
-        bufs = KVCache._backing.get(self, {"layers": {}})["layers"].get(layer_idx)
-        if layer_idx >= len(self.keys) or bufs is None or not self._backs(layer_idx, bufs):
-            return self.layer_len(layer_idx)
-        return bufs[0].shape[-2]
-
-    def _backs(self, layer_idx: int, bufs: tuple[Tensor, Tensor]) -> bool:
-        """Are layer ``layer_idx``'s keys/values still the leading views of ``bufs``? (Not after
-        someone assigned other tensors to cache.keys, e.g. a copy or a concatenation.)"""
-        k, v = self.keys[layer_idx], self.values[layer_idx]
-        return (k.data_ptr() == bufs[0].data_ptr() and v.data_ptr() == bufs[1].data_ptr()
-                and k.stride() == bufs[0].stride() and v.stride() == bufs[1].stride())
-
-    def _room(self, layer_idx: int, k: Tensor, end: int) -> tuple[Tensor, Tensor]:
-        """Buffers for layer ``layer_idx`` with room for ``end`` tokens, holding what is held."""
-        backing = KVCache._backing.get(self)
-        if backing is None:
-            backing = KVCache._backing.setdefault(self, {"layers": {}, "reserve": 0})
-        bufs = backing["layers"].get(layer_idx)
-        held = layer_idx < len(self.keys)
-        if held and bufs is not None and self._backs(layer_idx, bufs):
-            if bufs[0].shape[-2] >= end and bufs[0].device == k.device:
-                return bufs
-            capacity = max(end, 2 * bufs[0].shape[-2])  # grown geometrically: O(1) copies per token
-        else:
-            capacity = end
-        capacity = max(capacity, end + backing["reserve"])
-        B, G, _, D = k.shape
-        bufs = (k.new_empty(B, G, capacity, D), k.new_empty(B, G, capacity, D))
-        if held:
-            start = self.keys[layer_idx].shape[-2]
-            bufs[0][:, :, :start].copy_(self.keys[layer_idx])
-            bufs[1][:, :, :start].copy_(self.values[layer_idx])
-        backing["layers"][layer_idx] = bufs
-        return bufs
-
-    # Which model (and source) filled a cache is bookkeeping, not contents: it is kept beside the
-    # cache, so that vars(cache) is still just its contents: keys, values and cross entries.
-    _bindings: "weakref.WeakKeyDictionary[KVCache, tuple[Optional[dict[str, Any]], Optional[Tensor]]]" = \
-        weakref.WeakKeyDictionary()
-
-    @property
-    def _spec(self) -> Optional[dict[str, Any]]:
-        return KVCache._bindings.get(self, (None, None))[0]
-
-    @property
-    def _source(self) -> Optional[Tensor]:
-        return KVCache._bindings.get(self, (None, None))[1]
-
-    def _bind_as(self, spec: Optional[dict[str, Any]], source: Optional[Tensor]) -> None:
-        KVCache._bindings[self] = (spec, source)
-
-    def bind(self, spec: Mapping[str, Any], source: Optional[Tensor] = None) -> None:
-        """Tie the cache to one model (``spec``: its name and sizes) and, for an encoder-decoder,
-        to one source (the encoder output ``source`` (B, S, C)). The first call records them; a
-        later call with other values is a ValueError that says what differs."""
-        spec = dict(spec)
-        if self._spec is None:
-            self._bind_as(spec, self._source)
-        elif spec != self._spec:
-            held = ", ".join(f"{k}={self._spec.get(k)!r}" for k in spec if spec[k] != self._spec.get(k))
-            new = ", ".join(f"{k}={spec[k]!r}" for k in spec if spec[k] != self._spec.get(k))
-            raise ValueError(f"this KVCache holds keys/values of a model with {held}, but it is used with a "
-                             f"model with {new}; call cache.reset() or make a new KVCache for this model")
-        if source is None:
-            return
-        if self._source is None:
-            self._bind_as(self._spec, source)
-        elif source is not self._source and (source.shape != self._source.shape
-                                             or not torch.equal(source, self._source)):
-            raise ValueError(f"this KVCache holds cross-attention keys/values of another source (memory "
-                             f"{tuple(self._source.shape)}, now {tuple(source.shape)}, or equal shapes with "
-                             f"other values); call cache.reset() before decoding a new source")
-
-    @contextmanager
-    def atomic(self) -> Iterator["KVCache"]:
-        """Run one model step; if it raises, put the cache back as it was (lengths, contents,
-        cross entries, binding) and re-raise. Only lengths are recorded: appends are undone by
-        cutting each layer back to its old length."""
-        lengths = [k.shape[-2] for k in self.keys]
-        cross, spec, source = dict(self._cross), self._spec, self._source
-        try:
-            yield self
-        except BaseException:
-            n = len(lengths)
-            self.keys = [k[..., :t, :] for k, t in zip(self.keys[:n], lengths)]  # (B, H, t, D)
-            self.values = [v[..., :t, :] for v, t in zip(self.values[:n], lengths)]
-            self._cross = cross
-            self._bind_as(spec, source)
-            raise
+        if k.dim() != 4 or v.dim() != 4 or k.shape[:3] != v.shape[:3]:
+            raise ValueError(f"k and v must be (B, G, T_new, D) with the same batch, heads and length, got k "
+                             f"{tuple(k.shape)} and v {tuple(v.shape)}")
+        if not (k.is_floating_point() and v.dtype == k.dtype):
+            raise TypeError(f"k and v must be floating tensors of one dtype, got {k.dtype} and {v.dtype}")
+        if i < n:
+            hk = (*self._k[i].shape[:2], self._len[i], self._k[i].shape[3])  # held (B, G, T, D)
+            hv = (*self._v[i].shape[:2], self._len[i], self._v[i].shape[3])
+            if hk[:2] != k.shape[:2] or hk[3] != k.shape[3] or hv[3] != v.shape[3]:
+                raise ValueError(f"cache layer {i} holds keys of shape {tuple(hk)} but got new keys "
+                                 f"{tuple(k.shape)} (values: {tuple(hv)} held, {tuple(v.shape)} new); batch, "
+                                 f"heads and head width must match (call reset() for a new batch)")
+        return i
 
     def layer_len(self, layer_idx: int) -> int:
         """Tokens held in layer ``layer_idx`` (0 before its first update)."""
-        return self.keys[layer_idx].shape[-2] if layer_idx < len(self.keys) else 0
+        return self._len[layer_idx] if layer_idx < len(self._len) else 0
 
     def has_cross(self, layer_idx: int) -> bool:
-        return layer_idx in self._cross
+        return layer_idx in self.cross
 
     def get_cross(self, layer_idx: int) -> tuple[Tensor, Tensor]:
-        return self._cross[layer_idx]
+        return self.cross[layer_idx]
 
     def set_cross(self, layer_idx: int, k: Tensor, v: Tensor) -> None:
-        self._cross[layer_idx] = (k, v)
+        self.cross[layer_idx] = (k, v)
 
     @property
     def n_layers(self) -> int:
-        return len(self.keys)
+        return len(self._len)
 
     @property
     def seq_len(self) -> int:
-        return 0 if not self.keys else self.keys[0].shape[-2]
+        return self._len[0] if self._len else 0
 
     @property
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in (*self.keys, *self.values))
 
     def reset(self) -> None:
-        """Forget everything (a new prompt or a new batch)."""
-        self.keys, self.values, self._cross = [], [], {}
-        self._bind_as(None, None)
-        KVCache._backing.pop(self, None)
+        """Forget everything (a new prompt, a new batch or another model)."""
+        self.__init__()
+
+    # --- Which model filled it, and undoing a failed step -----------------------------------
+    def bind(self, owner: dict[str, Any], source: Optional[Tensor] = None) -> None:
+        """Tie the cache to one model (``owner``, from :func:`owner_of`: the model itself and its
+        sizes) and, for an encoder-decoder, to one source (the encoder output (B, S, C)). The
+        first call records them; a later call with others is a ValueError that says what differs."""
+        if self.owner is None:
+            self.owner = dict(owner)
+        elif owner != self.owner:
+            differ = [k for k in owner if k != "instance" and owner[k] != self.owner.get(k)]
+            if differ:
+                held = ", ".join(f"{k}={self.owner.get(k)!r}" for k in differ)
+                new = ", ".join(f"{k}={owner[k]!r}" for k in differ)
+                what = f"a model with {held}, but it is used with a model with {new}"
+            else:
+                what = f"another {owner['model']} (of the same sizes)"
+            raise ValueError(f"this KVCache holds keys/values of {what}; a cache serves the one model that "
+                             f"filled it: call cache.reset() or make a new KVCache for this model")
+        if source is None:
+            return
+        if self.source is None:
+            self.source = source
+        elif source is not self.source and (source.shape != self.source.shape
+                                            or (eager(source) and not torch.equal(source, self.source))):
+            raise ValueError(f"this KVCache holds cross-attention keys/values of another source (memory "
+                             f"{tuple(self.source.shape)}, now {tuple(source.shape)}, or equal shapes with "
+                             f"other values); call cache.reset() before decoding a new source")
+
+    def snapshot(self) -> tuple:
+        """What a step may change. Lengths, not contents: a step only appends rows."""
+        return list(self._len), dict(self.cross), self.owner, self.source
+
+    def restore(self, snap: tuple) -> None:
+        """Back to a :meth:`snapshot`: every layer cut to its old length, the rest as it was."""
+        lengths, self.cross, self.owner, self.source = snap
+        n = len(lengths)
+        self._k, self._v, self._len = self._k[:n], self._v[:n], list(lengths)
 
     def __len__(self) -> int:
         return self.seq_len
@@ -241,26 +177,16 @@ class KVCache:
 
 
 def check_cache(cache: Any) -> None:
-    """A ``cache`` argument must be a KVCache (or None, checked by the caller)."""
-    if not isinstance(cache, KVCache):
+    """A ``cache`` argument is an attnlib.KVCache or None."""
+    if cache is not None and not isinstance(cache, KVCache):
         raise TypeError(f"cache must be an attnlib.KVCache or None, got {type(cache).__name__}; "
                         f"make one with attnlib.KVCache()")
 
 
-def cache_spec(model: Any) -> dict[str, Any]:
-    """What a KVCache must agree with to be continued by ``model`` (see KVCache.bind)."""
+def owner_of(model: Any) -> dict[str, Any]:
+    """What a KVCache records of the model that fills it (see KVCache.bind): the model itself
+    (a weak reference, equal only to a reference to the same live model) and its sizes."""
     cfg = model.cfg
     return {"model": type(model).__name__, "n_layers": cfg.n_layers, "n_heads": cfg.n_heads,
-            "n_kv_heads": getattr(cfg, "n_kv_heads", None) or cfg.n_heads, "d_model": cfg.d_model}
-
-
-@contextmanager
-def cache_step(model: Any, cache: Any, source: Optional[Tensor] = None) -> Iterator[None]:
-    """One forward step with ``cache``: tie it to ``model`` (and ``source``); undo it all on error."""
-    if cache is None:
-        yield
-        return
-    check_cache(cache)
-    with cache.atomic():
-        cache.bind(cache_spec(model), source)
-        yield
+            "n_kv_heads": cfg.n_kv_heads, "d_model": cfg.d_model, "positional": cfg.positional,
+            "instance": weakref.ref(model)}

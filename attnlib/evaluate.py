@@ -94,7 +94,7 @@ def head_output_norms(attn: nn.Module, x: Tensor) -> Tensor:
     """
     if not isinstance(attn, MultiHeadAttention):
         raise TypeError(f"attn must be an attnlib.MultiHeadAttention, got {type(attn).__name__}")
-    attn._check_input("x", x)
+    attn.check_input("x", x)
     H, G, D = attn.n_heads, attn.n_kv_heads, attn.head_dim
     with torch.no_grad():
         v = attn.split_heads(attn.v_proj(x))                         # (B, G, T, D)

@@ -20,7 +20,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .attention import _check_inputs, _check_mask, _check_scale, causal_mask
+from .attention import causal_mask, check_inputs, check_mask, check_scale
 
 
 def tiled_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Optional[Tensor] = None,
@@ -41,8 +41,8 @@ def tiled_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Option
     """
     if not isinstance(tile, int) or isinstance(tile, bool) or tile < 1:
         raise ValueError(f"tile must be a positive int (keys per tile), got {tile!r}")
-    batch = _check_inputs(query, key, value)
-    scale = _check_scale(scale)
+    batch = check_inputs(query, key, value)
+    scale = check_scale(scale)
     tq, tk = query.shape[-2], key.shape[-2]
     if is_causal:
         if attn_mask is not None:
@@ -52,7 +52,7 @@ def tiled_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Option
                              f"attn_mask=causal_mask({tq}, {tk}) instead")
         attn_mask = causal_mask(tq, tk, device=query.device)
     if attn_mask is not None:
-        _check_mask(attn_mask, (*batch, tq, tk))
+        check_mask(attn_mask, (*batch, tq, tk))
         attn_mask = attn_mask.expand(torch.broadcast_shapes(attn_mask.shape, (tq, tk)))  # (..., Tq, Tk)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
 

@@ -7,27 +7,43 @@ values of the earlier tokens from the cache. Both give the same tokens (tested).
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager, nullcontext
+import threading
+import weakref
+from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
 import torch
 from torch import Tensor, nn
 
 from ._checks import as_int, as_real, check_generator
+from .attention import check_flag
 from .cache import KVCache
-from .decode import FastDecoder
 
 
 @contextmanager
-def eval_no_grad(model: nn.Module) -> Iterator[None]:
-    """Eval mode and no autograd inside; the caller's training flag is restored afterwards."""
-    was_training = model.training
-    model.eval()
+def evaluating(model: nn.Module) -> Iterator[None]:
+    """Eval mode (no dropout) and inference mode inside; the caller's train/eval mode afterwards.
+
+    Calls may overlap (two threads generating with one model): the first to enter records the
+    mode, the last to leave restores it, so no call can restore the eval mode another one set."""
+    with _modes_lock:
+        users, mode = _modes.get(model, (0, model.training))
+        _modes[model] = (users + 1, mode)
+        model.eval()
     try:
-        with torch.no_grad():
+        with torch.inference_mode():
             yield
     finally:
-        model.train(was_training)
+        with _modes_lock:
+            users, mode = _modes.pop(model)
+            if users > 1:
+                _modes[model] = (users - 1, mode)
+            else:
+                model.train(mode)
+
+
+_modes: "weakref.WeakKeyDictionary[nn.Module, tuple[int, bool]]" = weakref.WeakKeyDictionary()
+_modes_lock = threading.Lock()
 
 
 def check_sampling(temperature: float, top_k: Optional[int], top_p: Optional[float] = None) -> None:
@@ -69,7 +85,7 @@ def top_p_filter(logits: Tensor, top_p: float) -> Tensor:
     if not logits.is_floating_point():
         logits = logits.float()  # integer scores: -inf needs a float
     check_logits(logits)
-    return _nucleus(logits, top_p)
+    return logits if top_p >= 1 else _nucleus(logits, top_p)  # 1 keeps every token
 
 
 def _nucleus(logits: Tensor, top_p: float) -> Tensor:
@@ -104,15 +120,15 @@ def check_logits(logits: Tensor) -> None:
         raise ValueError(f"row {int(rows[0])} has no finite logit (every token is -inf): nothing to pick from")
 
 
-def check_max_new_tokens(max_new_tokens: int, prompt_len: int, max_len: int) -> None:
-    if (as_int(max_new_tokens) is None
-            or max_new_tokens < 0):
+def check_max_new_tokens(max_new_tokens: Any, prompt_len: int, max_len: int) -> int:
+    """max_new_tokens as an int that fits after the prompt."""
+    n = as_int(max_new_tokens)
+    if n is None or n < 0:
         raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
-    if prompt_len + max_new_tokens > max_len:
-        raise ValueError(
-            f"prompt length {prompt_len} + max_new_tokens {max_new_tokens} = {prompt_len + max_new_tokens} "
-            f"exceeds the model's max_len={max_len}"
-        )
+    if prompt_len + n > max_len:
+        raise ValueError(f"prompt length {prompt_len} + max_new_tokens {n} = {prompt_len + n} exceeds the "
+                         f"model's max_len={max_len}")
+    return n
 
 
 def sample_next(logits: Tensor, *, temperature: float = 1.0, top_k: Optional[int] = None,
@@ -122,7 +138,7 @@ def sample_next(logits: Tensor, *, temperature: float = 1.0, top_k: Optional[int
     temperature 0 is greedy (argmax); otherwise softmax(logits / temperature), restricted to the
     top_k most likely tokens when top_k is given, then to the nucleus (the smallest set of tokens
     whose probability sums to >= top_p, see :func:`top_p_filter`) when top_p is given, sampled
-    with ``generator``.
+    with ``generator``. float64 logits are sampled in float64, others in float32.
 
     Shapes:
         logits (B, V) -> (B, 1) long; any leading dims: (..., V) -> (..., 1).
@@ -130,31 +146,34 @@ def sample_next(logits: Tensor, *, temperature: float = 1.0, top_k: Optional[int
     check_sampling(temperature, top_k, top_p)
     check_generator(generator)
     check_logits_shape(logits)
-    if logits.dim() != 2:  # one row per sequence, then the caller's shape back
-        lead = logits.shape[:-1]
-        return sample_next(logits.reshape(-1, logits.shape[-1]), temperature=temperature, top_k=top_k,
-                           top_p=top_p, generator=generator).reshape(*lead, 1)
-    logits = logits.float()  # sample in float32 even for a bf16 model
+    lead = logits.shape[:-1]
+    rows = logits.reshape(-1, logits.shape[-1])  # (B, V): one row per sequence
+    return sample(rows, as_real(temperature), as_int(top_k), None if top_p is None else as_real(top_p),
+                  generator).reshape(*lead, 1)
+
+
+def sample(logits: Tensor, temperature: float, top_k: Optional[int], top_p: Optional[float],
+           generator: Optional[torch.Generator]) -> Tensor:
+    """:func:`sample_next` on (B, V) logits with checked arguments (the decoding loops call it
+    at every step). Returns (B, 1) long."""
+    if logits.dtype != torch.float64:
+        logits = logits.float()  # sample in float32 even for a bf16 model
     check_logits(logits)
     if temperature == 0:
-        # argmax: the first of equal maxima, as argmax returns it; torch.max(dim) finds it in
-        # ~1/3 of argmax's time for a 50,257-token row on the CPU (23 against 63 us, one thread)
+        # argmax: the first of equal maxima, as argmax returns it
         return logits.max(dim=-1, keepdim=True).indices  # (B, 1)
     if temperature == math.inf:  # the limit: every token with a finite logit equally likely
         scaled = torch.zeros_like(logits).masked_fill(torch.isneginf(logits), float("-inf"))
     else:
         scaled = logits / temperature
-    # Only a temperature below 1 can overflow a finite logit (|x / T| <= |x| for T >= 1). Then
-    # one sum says whether every scaled logit is finite; a -inf logit (it stays -inf) or a sum
-    # that overflows takes the exact test, which picks out the finite logits (~15 us for 512
-    # logits and ~400 us for 50,257 on one CPU thread, against ~2 us for the sum).
+    # Only a temperature below 1 can overflow a finite logit (|x / T| <= |x| for T >= 1).
     if temperature < 1 and not math.isfinite(float(scaled.sum())):
         if not bool(torch.isfinite(scaled[torch.isfinite(logits)]).all()):
             # so small a temperature that logits / temperature overflows: the limit, greedy
             return logits.argmax(dim=-1, keepdim=True)  # (B, 1)
     logits = scaled
     if top_k is not None and top_k < logits.shape[-1]:  # top_k >= V keeps every token
-        kth = torch.topk(logits, int(top_k), dim=-1).values[:, -1:]  # (B, 1): the k-th largest logit
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # (B, 1): the k-th largest logit
         logits = logits.masked_fill(logits < kth, float("-inf"))
     if top_p is not None and top_p < 1:
         logits = _nucleus(logits, top_p)  # on the tempered, top-k-filtered distribution
@@ -165,41 +184,33 @@ def sample_next(logits: Tensor, *, temperature: float = 1.0, top_k: Optional[int
     return torch.multinomial(probs, 1, generator=generator)  # (B, 1)
 
 
+def check_generation(temperature: Any, top_k: Any, top_p: Any, use_cache: Any,
+                     generator: Any) -> tuple[float, Optional[int], Optional[float]]:
+    """The sampling arguments of generate, checked once, as plain numbers."""
+    check_sampling(temperature, top_k, top_p)
+    check_flag("use_cache", use_cache)
+    check_generator(generator)
+    return as_real(temperature), as_int(top_k), None if top_p is None else as_real(top_p)
+
+
 def generate_decoder_only(model: Any, input_ids: Tensor, max_new_tokens: int, *, temperature: float,
                           top_k: Optional[int], use_cache: bool,
                           generator: Optional[torch.Generator], top_p: Optional[float] = None) -> Tensor:
     """The GPT loop (see :meth:`attnlib.GPT.generate`). Returns (B, T + max_new_tokens)."""
     model.check_ids(input_ids)
-    check_max_new_tokens(max_new_tokens, input_ids.shape[1], model.cfg.max_len)
-    max_new_tokens = int(max_new_tokens)
-    check_sampling(temperature, top_k, top_p)
-    check_generator(generator)
+    n_new = check_max_new_tokens(max_new_tokens, input_ids.shape[1], model.cfg.max_len)
+    temperature, top_k, top_p = check_generation(temperature, top_k, top_p, use_cache, generator)
     B, T = input_ids.shape
-    ids = input_ids.new_empty((B, T + max_new_tokens), dtype=torch.long)  # filled in place, never regrown
-    ids[:, :T] = input_ids  # never the caller's tensor, even for 0 new tokens
-    with eval_no_grad(model):
-        cache = KVCache() if use_cache else None
-        if cache is not None:
-            cache.reserve(max_new_tokens)  # room for every new token: no reallocation while decoding
-        # the same steps with less Python per token, where that cannot change them (attnlib/decode.py)
-        fast = FastDecoder.for_model(model) if use_cache else None
-        # The fast loop runs under inference mode (no version counters, no view tracking: a
-        # tiny model's step 10-13% faster, ad hoc). The cache, logits and sampled ids made there
-        # stay inside this function: ``ids`` was made before it and is only written into, so
-        # the caller gets an ordinary tensor. The model's kept copies (q/k/v stack, W^T) were
-        # built by for_model above, outside it; RoPE's tables are made as ordinary tensors
-        # wherever they are first needed (RotaryEmbedding.cos_sin); oneDNN's packed weights and
-        # the embedding bags' indices, kept beside the weights, serve only no-grad calls.
-        with torch.inference_mode() if fast is not None else nullcontext():
-            step_input = ids[:, :T]  # the whole prompt first, then one token at a time when cached
-            for t in range(T, T + max_new_tokens):
-                if fast is not None:
-                    logits = fast.step(step_input, cache)  # (B, V)
-                else:
-                    logits = model(step_input, cache=cache).logits[:, -1, :]  # (B, V)
-                ids[:, t:t + 1] = sample_next(logits, temperature=temperature, top_k=top_k, top_p=top_p,
-                                              generator=generator)  # (B, 1)
-                step_input = ids[:, t:t + 1] if use_cache else ids[:, :t + 1]
+    # made before inference mode and only written into there: the caller gets an ordinary tensor
+    ids = input_ids.new_empty((B, T + n_new), dtype=torch.long)
+    ids[:, :T] = input_ids
+    cache = KVCache() if use_cache else None
+    with evaluating(model):
+        step = ids[:, :T]  # the whole prompt first (prefill), then one token at a time
+        for t in range(T, T + n_new):
+            logits = model(step, cache=cache, logits_to_keep=1).logits[:, -1]  # (B, V)
+            ids[:, t:t + 1] = sample(logits, temperature, top_k, top_p, generator)  # (B, 1)
+            step = ids[:, t:t + 1] if use_cache else ids[:, :t + 1]  # without a cache: everything again
     return ids
 
 
@@ -214,33 +225,29 @@ def generate_encoder_decoder(model: Any, src_ids: Tensor, max_new_tokens: int, *
             continue
         if as_int(tok) is None:  # numpy ints are fine
             raise TypeError(f"{name} must be an int token id, got {type(tok).__name__} {tok!r}")
-        if not 0 <= tok < vocab:
-            raise ValueError(f"{name}={int(tok)} is outside [0, vocab_size={vocab})")
-    bos_id, eos_id = int(bos_id), (None if eos_id is None else int(eos_id))
-    check_max_new_tokens(max_new_tokens, 1, model.cfg.max_len)
-    max_new_tokens = int(max_new_tokens)
-    check_sampling(temperature, top_k, top_p)
-    check_generator(generator)
-    with eval_no_grad(model):
+        if not 0 <= as_int(tok) < vocab:
+            raise ValueError(f"{name}={as_int(tok)} is outside [0, vocab_size={vocab})")
+    bos_id, eos_id = as_int(bos_id), (None if eos_id is None else as_int(eos_id))
+    n_new = check_max_new_tokens(max_new_tokens, 1, model.cfg.max_len)
+    temperature, top_k, top_p = check_generation(temperature, top_k, top_p, use_cache, generator)
+    B = src_ids.shape[0] if isinstance(src_ids, Tensor) and src_ids.dim() == 2 else 1
+    ids = torch.full((B, 1 + n_new), bos_id, dtype=torch.long,
+                     device=src_ids.device if isinstance(src_ids, Tensor) else None)
+    with evaluating(model):
         memory, memory_mask, _ = model.encode(src_ids, src_attention_mask=src_attention_mask)  # once
-        B = src_ids.shape[0]
-        ids = torch.full((B, 1), bos_id, dtype=torch.long, device=src_ids.device)  # (B, 1)
-        finished = torch.zeros(B, dtype=torch.bool, device=src_ids.device)
+        finished = torch.zeros(B, dtype=torch.bool, device=ids.device)
         # With a cache, each decoder layer projects the encoder output to cross-attention keys and
         # values on the first step (KVCache.set_cross) and reuses them on every later step.
         cache = KVCache() if use_cache else None
-        if cache is not None:
-            cache.reserve(max_new_tokens)
-        step_input = ids
-        for _ in range(max_new_tokens):
-            logits = model.decode(step_input, memory, memory_mask=memory_mask, cache=cache).logits[:, -1, :]
-            nxt = sample_next(logits, temperature=temperature, top_k=top_k, top_p=top_p,
-                              generator=generator)  # (B, 1)
+        n = 0
+        for n in range(1, n_new + 1):
+            step = ids[:, n - 1:n] if use_cache else ids[:, :n]
+            logits = model.decode(step, memory, memory_mask=memory_mask, cache=cache).logits[:, -1]  # (B, V)
+            nxt = sample(logits, temperature, top_k, top_p, generator)  # (B, 1)
             if eos_id is not None:
                 nxt = nxt.masked_fill(finished[:, None], eos_id)  # finished rows keep emitting eos
                 finished = finished | (nxt[:, 0] == eos_id)
-            ids = torch.cat([ids, nxt], dim=1)
-            step_input = nxt if use_cache else ids
+            ids[:, n:n + 1] = nxt
             if eos_id is not None and bool(finished.all()):
                 break
-    return ids
+    return ids[:, :1 + n].clone() if n < n_new else ids

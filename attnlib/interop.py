@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .attention import MultiHeadAttention
+from .mha import MultiHeadAttention
 
 
 def mha_to_torch(mha: MultiHeadAttention) -> nn.MultiheadAttention:

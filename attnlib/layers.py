@@ -33,10 +33,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ._checks import as_int
-from .attention import MultiHeadAttention
 from .config import ACTIVATIONS, TransformerConfig
-from . import kernels
-from .kernels import Linear
+from .mha import MultiHeadAttention
 from .norms import make_norm
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 
@@ -65,9 +63,9 @@ class FeedForward(nn.Module):
                 raise ValueError(f"{name} must be a positive int, got {name}={n!r}")
         d_model, d_ff = int(d_model), int(d_ff)
         self.activation = activation
-        self.fc1 = Linear(d_model, d_ff, bias=bias)
-        self.gate = Linear(d_model, d_ff, bias=bias) if activation == "swiglu" else None
-        self.fc2 = Linear(d_ff, d_model, bias=bias)
+        self.fc1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.gate = nn.Linear(d_model, d_ff, bias=bias) if activation == "swiglu" else None
+        self.fc2 = nn.Linear(d_ff, d_model, bias=bias)
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -76,24 +74,8 @@ class FeedForward(nn.Module):
             raise ValueError(f"x must have shape (..., d_model={self.fc1.in_features}), got {shape}")
         if not x.is_floating_point():
             raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
-        approximate = _GELU.get(self.activation)
-        if approximate is not None and _plain_call(self.fc1):  # one fused call where oneDNN runs it
-            h = kernels.linear_gelu(x, self.fc1.weight, self.fc1.bias, approximate)
-        else:
-            h = activate(self.activation, self.fc1(x), self.gate(x) if self.gate is not None else None)
+        h = activate(self.activation, self.fc1(x), self.gate(x) if self.gate is not None else None)  # (..., d_ff)
         return self.drop(self.fc2(h))  # (..., C)
-
-
-# F.gelu's ``approximate`` per GELU activation (kernels.linear_gelu)
-_GELU = {"gelu": "none", "gelu_tanh": "tanh"}
-
-
-def _plain_call(m: nn.Module) -> bool:
-    """Would calling the module ``m`` only run ``kernels.Linear.forward`` (no hook anywhere that
-    expects to see the call, no forward replaced on the instance, nothing swapped in)?"""
-    g = nn.modules.module
-    return (type(m) is Linear and not (m._forward_hooks or m._forward_pre_hooks or "forward" in m.__dict__)
-            and not (g._global_forward_hooks or g._global_forward_pre_hooks))
 
 
 def activate(activation: str, h: Tensor, gate: Optional[Tensor] = None) -> Tensor:
@@ -102,7 +84,7 @@ def activate(activation: str, h: Tensor, gate: Optional[Tensor] = None) -> Tenso
     if activation == "relu":
         return F.relu(h)
     if activation == "gelu":
-        return kernels.gelu(h)  # F.gelu; ATen's kernel for a small tensor (cheaper per call)
+        return F.gelu(h)
     if activation == "gelu_tanh":
         return F.gelu(h, approximate="tanh")
     return F.silu(gate) * h  # swiglu
@@ -139,16 +121,17 @@ class EncoderLayer(nn.Module):
                    n_kv_heads=cfg.n_kv_heads, norm=cfg.norm)
 
     def forward(self, x: Tensor, *, attn_mask: Optional[Tensor] = None, need_weights: bool = False,
-                rope: Optional[nn.Module] = None, positions: Optional[Tensor] = None,
+                rope: Optional[tuple[Tensor, Tensor]] = None,
                 backend: str = "auto") -> tuple[Tensor, Optional[Tensor]]:
-        """Args: attn_mask (bool True = may attend, or float added), e.g. a padding mask (B, 1, 1, T).
+        """Args: attn_mask (bool True = may attend, or float added), e.g. a padding mask (B, 1, 1, T);
+        rope: (cos, sin) (T, D) at the tokens' positions (RotaryEmbedding.cos_sin), if any.
 
         Returns (x (B, T, C), weights (B, H, T, T) or None)."""
-        self.self_attn._check_input("x", x)  # before the first LayerNorm sees it
+        self.self_attn.check_input("x", x)  # before the first LayerNorm sees it
 
         def attend(h: Tensor) -> tuple[Tensor, Optional[Tensor]]:
             out, w = self.self_attn(h, attn_mask=attn_mask, need_weights=need_weights, rope=rope,
-                                    positions=positions, backend=backend)
+                                    backend=backend)
             return self.drop(out), w
 
         if self.norm_first:
@@ -200,25 +183,24 @@ class DecoderLayer(nn.Module):
 
     def forward(self, x: Tensor, memory: Optional[Tensor] = None, *, attn_mask: Optional[Tensor] = None,
                 memory_mask: Optional[Tensor] = None, cache: Any = None, layer_idx: int = 0,
-                need_weights: bool = False, rope: Optional[nn.Module] = None,
-                positions: Optional[Tensor] = None,
+                need_weights: bool = False, rope: Optional[tuple[Tensor, Tensor]] = None,
                 backend: str = "auto") -> tuple[Tensor, Optional[Tensor], Optional[Tensor]]:
         """Args:
             memory: the encoder output (needed iff the layer has cross-attention).
             attn_mask: extra self-attention mask, combined with the causal one.
             memory_mask: cross-attention mask over the source, e.g. padding (B, 1, 1, S).
             cache, layer_idx: a KVCache and this layer's slot in it (incremental decoding).
+            rope: (cos, sin) (T, D) at the new tokens' positions (RotaryEmbedding.cos_sin), if any.
 
         Returns (x, self weights or None, cross weights or None)."""
-        self.self_attn._check_input("x", x)  # before the first LayerNorm sees it
+        self.self_attn.check_input("x", x)  # before the first LayerNorm sees it
         if (memory is None) != (self.cross_attn is None):
             raise ValueError("memory must be given exactly when the layer has cross-attention "
                              f"(cross_attention={self.cross_attn is not None}, memory given={memory is not None})")
 
         def self_block(h: Tensor) -> tuple[Tensor, Optional[Tensor]]:
             out, w = self.self_attn(h, attn_mask=attn_mask, is_causal=True, need_weights=need_weights,
-                                    cache=cache, layer_idx=layer_idx, rope=rope, positions=positions,
-                                    backend=backend)
+                                    cache=cache, layer_idx=layer_idx, rope=rope, backend=backend)
             return self.drop(out), w
 
         def cross_block(h: Tensor) -> tuple[Tensor, Optional[Tensor]]:

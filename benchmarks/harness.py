@@ -223,53 +223,6 @@ def profile_calls(fns: dict[str, Callable[[], object]], device: str) -> dict[str
     return out
 
 
-def matmul_peak(settings: Settings) -> dict:
-    """In-run matmul throughput (GFLOP/s): the ceiling that model GFLOP/s are compared against."""
-    n = {"smoke": 256, "quick": 1024, "full": 2048}[settings.mode]
-    if settings.is_cuda:
-        n = 8192
-    dev, dt = settings.device, settings.torch_dtype
-    a = torch.randn(n, n, device=dev, dtype=dt)
-    b = torch.randn(n, n, device=dev, dtype=dt)
-    res = compare({"matmul": lambda: a @ b}, settings)
-    return {"n": n, "gflops": 2 * n**3 / res["median_s"]["matmul"] / 1e9, "timing": res}
-
-
-def bandwidth_probes(n_bytes: int, device: str) -> dict[str, tuple[Callable[[], object], int]]:
-    """The in-run bandwidth probes over a float32 tensor of ``n_bytes``: name -> (call, bytes
-    it moves). A copy (read + write, so twice the bytes) and a sum (read), each over ordinary
-    memory and, on the CPU, over memory advised for 2 MiB pages as attnlib's transposed weights
-    are (``kernels.huge_page_empty``; fewer page-table walks, so it can read faster). The
-    reference rate is the fastest of them: a decode step is measured against the best this
-    machine showed in the same rounds, whatever memory that took."""
-    from attnlib import kernels
-
-    n = n_bytes // 4
-    src = torch.randn(n, device=device)
-    dst = torch.empty_like(src)
-    probes = {"copy": (lambda: dst.copy_(src), 2 * src.nbytes), "sum": (lambda: src.sum(), src.nbytes)}
-    if torch.device(device).type == "cpu":
-        hsrc, hdst = kernels.huge_page_empty([(n,), (n,)])
-        hsrc.copy_(src)
-        hdst.zero_()  # touch every page now, as dst's first copy does, not inside a timed call
-        probes["copy_huge"] = (lambda: hdst.copy_(hsrc), 2 * hsrc.nbytes)
-        probes["sum_huge"] = (lambda: hsrc.sum(), hsrc.nbytes)
-    return probes
-
-
-def memory_bandwidth(settings: Settings) -> dict:
-    """In-run memory bandwidth (GB/s): the best of the :func:`bandwidth_probes` over a tensor far
-    larger than the last-level cache."""
-    mb = {"smoke": 16, "quick": 256, "full": 512}[settings.mode]
-    if settings.is_cuda:
-        mb = 2048
-    probes = bandwidth_probes(mb * 2**20, settings.device)
-    res = compare({name: fn for name, (fn, _) in probes.items()}, settings)
-    rates = {name: moved / res["median_s"][name] / 1e9 for name, (_, moved) in probes.items()}
-    return {"bytes": mb * 2**20, "copy_gbs": rates["copy"], "read_gbs": rates["sum"],
-            "probe_gbs": rates, "gbs": max(rates.values()), "timing": res}
-
-
 @dataclass
 class Target:
     """A stated goal, checked against a measured value (``value op limit``)."""

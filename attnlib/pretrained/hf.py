@@ -1,7 +1,8 @@
 """Hugging Face ``transformers`` models -> attnlib models with the same outputs.
 
-``gpt_from_hf`` / ``encoder_from_hf`` copy the parameters of an already-built ``transformers`` model
-(GPT2LMHeadModel or LlamaForCausalLM, BertModel) into an attnlib model. ``transformers`` itself is
+``gpt_parts`` / ``encoder_parts`` turn an already-built ``transformers`` model (GPT2LMHeadModel
+or LlamaForCausalLM, BertModel) into an attnlib config and state dict; ``GPT.from_hf`` and
+``Encoder.from_hf`` load them into a model (this module never imports attnlib.models). ``transformers`` itself is
 never imported here: the functions read the model's config and state dict.
 
 ``llama_config`` / ``llama_state`` are the Llama conversion in two plain steps (a config dict and a
@@ -15,7 +16,6 @@ from typing import Any
 from torch import Tensor
 
 from ..config import TransformerConfig
-from ..models import GPT, Encoder
 from ._common import Settings, Used, load_exact
 
 # Hugging Face activation names -> TransformerConfig.activation
@@ -232,49 +232,42 @@ def llama_state(sd: dict[str, Tensor], cfg: TransformerConfig) -> dict[str, Tens
     return out
 
 
-def encoder_from_hf(model: Any) -> Any:
-    """An attnlib ``Encoder`` with the same hidden states as a ``transformers`` ``BertModel``.
+def encoder_parts(model: Any) -> tuple[TransformerConfig, dict[str, Tensor], str]:
+    """The config and attnlib state dict of a ``transformers`` ``BertModel`` (``Encoder.from_hf``).
 
     Args:
         model: a ``BertModel`` (or a ``BertFor...`` model: its ``.bert`` is used; the pooler and task
             heads are not copied). Absolute positions only.
 
     Returns:
-        ``attnlib.Encoder`` in eval mode (post-norm, token types, embedding LayerNorm), float32.
+        (config: post-norm, token types, embedding LayerNorm; state dict; the model's class name).
         Raises ``TypeError`` for a non-BERT model, ``ValueError`` for unsupported options.
     """
     base = getattr(model, "bert", model)  # accept BertFor... heads too: use their BertModel
-    if getattr(base.config, "model_type", None) != "bert":
-        raise TypeError(f"encoder_from_hf expects a transformers BertModel, got {type(model).__name__}")
+    if getattr(getattr(base, "config", None), "model_type", None) != "bert":
+        raise TypeError(f"Encoder.from_hf expects a transformers BertModel, got {type(model).__name__}")
     cfg = bert_config(base.config.to_dict())
-    enc = Encoder(cfg)
-    load_exact(enc, _bert_state(base.state_dict(), cfg.n_layers), type(model).__name__)
-    return enc.eval()
+    return cfg, _bert_state(base.state_dict(), cfg.n_layers), type(model).__name__
 
 
-def gpt_from_hf(model: Any) -> Any:
-    """An attnlib ``GPT`` with the same logits as a ``transformers`` ``GPT2LMHeadModel`` or
-    ``LlamaForCausalLM``.
+def gpt_parts(model: Any) -> tuple[TransformerConfig, dict[str, Tensor], str]:
+    """The config and attnlib state dict of a ``transformers`` ``GPT2LMHeadModel`` or
+    ``LlamaForCausalLM`` (``GPT.from_hf``).
 
-    Args:
-        model: a ``GPT2LMHeadModel`` (its ``Conv1D`` weights are transposed and ``c_attn`` is split
-            into q/k/v) or a ``LlamaForCausalLM`` (see :func:`llama_config`, :func:`llama_state`).
+    GPT-2's ``Conv1D`` weights are transposed and ``c_attn`` is split into q/k/v: pre-norm, tanh
+    GELU, learned positions, tied head. Llama (see :func:`llama_config`, :func:`llama_state`):
+    pre-RMSNorm, RoPE, SwiGLU, grouped-query attention, tied or untied head.
 
     Returns:
-        ``attnlib.GPT`` in eval mode, float32: GPT-2 as pre-norm, tanh GELU, learned positions, tied
-        head; Llama as pre-RMSNorm, RoPE, SwiGLU, grouped-query attention, tied or untied head.
-        Raises ``TypeError`` for another model class, ``ValueError`` for unsupported options.
+        (config, state dict, the model's class name). Raises ``TypeError`` for another model
+        class, ``ValueError`` for unsupported options.
     """
     model_type = getattr(getattr(model, "config", None), "model_type", None)
     if model_type == "llama" and hasattr(model, "lm_head"):
         cfg = llama_config(model.config.to_dict())
-        gpt = GPT(cfg)
-        load_exact(gpt, llama_state(model.state_dict(), cfg), type(model).__name__)
-        return gpt.eval()
+        return cfg, llama_state(model.state_dict(), cfg), type(model).__name__
     if model_type != "gpt2" or not hasattr(model, "lm_head"):
-        raise TypeError(f"gpt_from_hf expects a transformers GPT2LMHeadModel or LlamaForCausalLM, got "
+        raise TypeError(f"GPT.from_hf expects a transformers GPT2LMHeadModel or LlamaForCausalLM, got "
                         f"{type(model).__name__}")
     cfg = gpt2_config(model.config.to_dict())
-    gpt = GPT(cfg)
-    load_exact(gpt, _gpt2_state(model.state_dict(), cfg.n_layers, cfg.d_model), type(model).__name__)
-    return gpt.eval()
+    return cfg, _gpt2_state(model.state_dict(), cfg.n_layers, cfg.d_model), type(model).__name__

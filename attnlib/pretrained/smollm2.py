@@ -17,7 +17,6 @@ import torch
 from torch import Tensor
 
 from ..cache import KVCache
-from ..decode import FastDecoder
 from ..generation import sample_next
 from ..models import GPT
 from .._checks import as_int, token_ids
@@ -177,16 +176,12 @@ def stream_reply(model: GPT, tok: GGUFTokenizer, messages: Sequence[dict[str, st
         raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
     device = next(model.parameters()).device
     step = torch.tensor([tok.chat(messages)], device=device)  # (1, T): the prompt first
-    cache, new, shown = KVCache(), [], ""
-    cache.reserve(max_new_tokens)
     model.check_ids(step)
-    # generate's decode step (attnlib/decode.py) while the reply fits the context; past it the
-    # model's own forward, which says so at the step that would not fit
-    fits = step.shape[1] + max_new_tokens <= model.cfg.max_len
-    fast = FastDecoder.for_model(model) if fits else None
+    cache, new, shown = KVCache(), [], ""
     for _ in range(max_new_tokens):
-        logits = fast.step(step, cache) if fast is not None else model(step, cache=cache).logits[:, -1]  # (1, vocab)
-        nxt = sample_next(logits, temperature=temperature, top_p=top_p, generator=generator)  # (1, 1)
+        with torch.inference_mode():
+            logits = model(step, cache=cache, logits_to_keep=1).logits[:, -1]  # (1, vocab)
+            nxt = sample_next(logits, temperature=temperature, top_p=top_p, generator=generator)  # (1, 1)
         if int(nxt) == tok.eos_id:
             break
         new.append(int(nxt))
