@@ -228,7 +228,7 @@ def test_legible_at_390_and_dark(driver, tmp_path):
         open_page(driver, path, width, 900)
         root = driver.find_element(By.CSS_SELECTOR, "div.attnlib-vectors")
         lay = driver.execute_script(JS_LAYOUT, root)
-        assert lay["smallest"] >= 10, lay        # plane ticks are 10 px; every other label 12 px
+        assert lay["smallest"] >= 11, lay        # cell values and ticks 11 px, every other label 12 px
         assert lay["pageOverflow"] <= 0 and lay["outside"] == [], lay
         shot(driver, f"vectors_{width}")
     driver.execute_script("document.documentElement.setAttribute('data-theme', 'dark');"

@@ -129,7 +129,7 @@ window.attnlibKit = window.attnlibKit || (function () {
     var cell = Math.floor((o.avail - left - 8) / C);
     cell = Math.max(o.cellMin || 6, Math.min(o.cellMax || 34, cell));
     /* column labels upright when they fit their cell, else at 45 degrees */
-    var rotate = o.colLabelAngle !== 0 || CHAR_W * maxCol > cell - 2;
+    var rotate = o.colLabelAngle === 45 || CHAR_W * maxCol > cell - 2;
     var colH = rotate ? Math.ceil(0.72 * (CHAR_W * maxCol + 8)) : 16;
     var top = 4, W = left + C * cell + 8, H = top + R * cell + colH + (o.colTitle ? 20 : 6);
     var svg = el("svg", { "class": "attnlib-plot", width: W, height: H, viewBox: "0 0 " + W + " " + H, tabindex: "0",
