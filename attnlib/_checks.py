@@ -47,6 +47,42 @@ def eager(t: Any = None) -> bool:
     return not (isinstance(t, torch.Tensor) and t.device.type == "meta")
 
 
+def as_size(name: str, value: Any, *, minimum: int = 1) -> int:
+    """A size (a width, a count, a length) as a plain int >= ``minimum``; else a clear error."""
+    n = as_int(value)
+    if n is None:
+        raise TypeError(f"{name} must be an int, got {name}={value!r}")
+    if n < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {name}={value!r}")
+    return n
+
+
+def as_dropout(value: Any, name: str = "dropout") -> float:
+    """A dropout probability: a number in [0, 1), as a float."""
+    p = as_real(value)
+    if p is None:
+        raise TypeError(f"{name} must be a number in [0, 1), got {value!r}")
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"{name} must be in [0, 1), got {value}")
+    return p
+
+
+def check_text(text: Any, name: str = "text") -> None:
+    """A text for a tokenizer backed by Hugging Face ``tokenizers``: a str of real characters.
+
+    Python strings can hold lone surrogates (half of a UTF-16 pair, e.g. from
+    ``bytes.decode("utf-8", "surrogateescape")``); they are not characters and have no UTF-8 form,
+    and ``tokenizers`` refuses them with a message about its own types."""
+    if not isinstance(text, str):
+        raise TypeError(f"{name} must be a str, got {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{name} holds a lone surrogate {text[e.start]!r} at position {e.start}, which is not "
+                         f"a character and has no UTF-8 form; remove it or replace it, e.g. "
+                         f"{name}.encode('utf-8', 'replace').decode('utf-8')") from None
+
+
 def check_generator(generator: Any) -> None:
     """A ``generator`` argument is a torch.Generator or None."""
     if generator is not None and not isinstance(generator, torch.Generator):

@@ -46,14 +46,22 @@ class TransformerConfig:
     rope_base: float = 10000.0  # RoPE base theta (positional="rope"); Llama 3 uses 500000
 
     def __post_init__(self) -> None:
+        # sizes: Python, numpy or 0-d tensor ints, stored as Python ints
         for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            n = as_int(value)
+            if n is None or n < 1:
                 raise ValueError(f"{name} must be a positive int, got {name}={value!r}")
+            setattr(self, name, n)
         if self.d_ff is None:
             self.d_ff = 4 * self.d_model
-        if isinstance(self.d_ff, bool) or not isinstance(self.d_ff, int) or self.d_ff < 1:
+        if as_int(self.d_ff) is None or as_int(self.d_ff) < 1:
             raise ValueError(f"d_ff must be a positive int (or None for 4 * d_model), got d_ff={self.d_ff!r}")
+        self.d_ff = as_int(self.d_ff)
+        for name in ("n_kv_heads", "type_vocab_size", "pad_id"):
+            value = getattr(self, name)
+            if as_int(value) is not None:
+                setattr(self, name, as_int(value))
         if self.d_model % self.n_heads != 0:
             raise ValueError(
                 f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}: each head needs an "

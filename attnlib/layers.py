@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._checks import as_int
+from ._checks import as_dropout, as_int
 from .config import ACTIVATIONS, TransformerConfig
 from .mha import MultiHeadAttention
 from .norms import make_norm
@@ -61,7 +61,8 @@ class FeedForward(nn.Module):
         for name, n in (("d_model", d_model), ("d_ff", d_ff)):
             if as_int(n) is None or n < 1:
                 raise ValueError(f"{name} must be a positive int, got {name}={n!r}")
-        d_model, d_ff = int(d_model), int(d_ff)
+        d_model, d_ff = as_int(d_model), as_int(d_ff)
+        dropout = as_dropout(dropout)
         self.activation = activation
         self.fc1 = nn.Linear(d_model, d_ff, bias=bias)
         self.gate = nn.Linear(d_model, d_ff, bias=bias) if activation == "swiglu" else None
@@ -108,6 +109,7 @@ class EncoderLayer(nn.Module):
                  norm: str = "layernorm") -> None:
         super().__init__()
         self.norm_first = norm_first
+        dropout = as_dropout(dropout)
         self.self_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv_heads, bias=bias, dropout=dropout)
         self.ffn = FeedForward(d_model, d_ff, activation, bias, dropout)
         self.norm1 = make_norm(norm, d_model, layer_norm_eps)
@@ -163,6 +165,7 @@ class DecoderLayer(nn.Module):
                  norm: str = "layernorm") -> None:
         super().__init__()
         self.norm_first = norm_first
+        dropout = as_dropout(dropout)
         self.self_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv_heads, bias=bias, dropout=dropout)
         self.norm1 = make_norm(norm, d_model, layer_norm_eps)
         if cross_attention:

@@ -6,7 +6,7 @@ from typing import Any, Optional
 import torch
 from torch import Tensor, nn
 
-from ._checks import as_int, as_real
+from ._checks import as_dropout, as_int
 from .attention import attend, check_backend, check_flag, check_mask, causal_mask
 from .cache import KVCache
 from .positional import apply_rotary
@@ -54,11 +54,7 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         C, H, G = check_sizes(d_model, n_heads, n_kv_heads)
         check_flag("bias", bias)
-        p = as_real(dropout)
-        if p is None:
-            raise TypeError(f"dropout must be a number in [0, 1), got {dropout!r}")
-        if not 0.0 <= p < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        p = as_dropout(dropout)
         self.d_model, self.n_heads, self.n_kv_heads, self.head_dim = C, H, G, C // H
         self.dropout = p
         self.q_proj = nn.Linear(C, C, bias=bias)           # W_Q: all H query heads side by side
@@ -79,11 +75,14 @@ class MultiHeadAttention(nn.Module):
         return t.transpose(1, 2).reshape(B, T, H * D)  # (B, T, H, D) -> (B, T, C)
 
     def check_input(self, name: str, t: Any) -> None:
-        """t must be (B, T, d_model) in the weights' dtype (or under autocast)."""
+        """t must be (B, T, d_model) on the weights' device, in their dtype (or under autocast)."""
         if not isinstance(t, Tensor) or t.dim() != 3 or t.shape[-1] != self.d_model:
             shape = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
             raise ValueError(f"{name} must have shape (B, T, d_model={self.d_model}), got {shape}")
-        dtype = self.q_proj.weight.dtype
+        dtype, device = self.q_proj.weight.dtype, self.q_proj.weight.device
+        if t.device != device:
+            raise ValueError(f"{name} is on {t.device} but the module's weights are on {device}; move one of "
+                             f"them, e.g. {name}.to({str(device)!r})")
         if t.dtype != dtype and not torch.is_autocast_enabled(t.device.type):
             raise TypeError(f"{name} has dtype {t.dtype} but the module's weights are {dtype}; convert one "
                             f"of them, e.g. {name}.to({dtype}) or module.to({t.dtype})")

@@ -23,7 +23,7 @@ from .generation import generate_decoder_only, generate_encoder_decoder
 from .layers import DecoderLayer, Embeddings, EncoderLayer
 from .norms import make_norm
 from .positional import RotaryEmbedding
-from .outputs import IGNORE_INDEX, ModelOutput, check_ids, check_keep, init_weights, key_mask, lm_loss  # noqa: F401
+from .outputs import IGNORE_INDEX, ModelOutput, check_device, check_ids, check_keep, init_weights, key_mask, lm_loss  # noqa: F401
 
 
 def _rope(cfg: TransformerConfig) -> Optional[RotaryEmbedding]:
@@ -71,6 +71,7 @@ class GPT(nn.Module):
         check_cache(cache)
         past = cache.seq_len if cache is not None else 0
         self.check_ids(input_ids, past)
+        check_device("input_ids", input_ids, self.embed.tok_emb.weight)
         check_flag("need_weights", need_weights)
         keep = check_keep(logits_to_keep, targets)
         if cache is None:
@@ -150,6 +151,7 @@ class Encoder(nn.Module):
 
         Returns ModelOutput(hidden_states (B, T, C), attentions)."""
         check_ids("input_ids", input_ids, self.cfg.vocab_size, self.cfg.max_len)
+        check_device("input_ids", input_ids, self.embed.tok_emb.weight)
         if token_type_ids is not None:
             if self.embed.type_emb is None:
                 raise ValueError("token_type_ids given but the config has type_vocab_size=0")
@@ -229,6 +231,7 @@ class EncoderDecoder(nn.Module):
         check_cache(cache)
         past = cache.seq_len if cache is not None else 0
         check_ids("tgt_ids", tgt_ids, self.cfg.vocab_size, self.cfg.max_len, past)
+        check_device("tgt_ids", tgt_ids, self.embed.tok_emb.weight)
         check_flag("need_weights", need_weights)
         if memory.shape[0] != tgt_ids.shape[0]:
             raise ValueError(f"tgt_ids has batch {tgt_ids.shape[0]} but the source has batch {memory.shape[0]}")

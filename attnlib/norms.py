@@ -12,7 +12,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ._checks import as_real
+from ._checks import as_int, as_real
 from .config import NORMS
 
 
@@ -42,9 +42,9 @@ class RMSNorm(nn.Module):
 
     def __init__(self, dim: int, eps: float = 1e-6) -> None:
         super().__init__()
-        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+        if as_int(dim) is None or as_int(dim) < 1:
             raise ValueError(f"dim must be a positive int, got dim={dim!r}")
-        self.dim, self.eps = dim, _check_eps(eps)
+        self.dim, self.eps = as_int(dim), _check_eps(eps)
         self.weight = nn.Parameter(torch.ones(dim))  # the gain g, one per channel, starts at 1
 
     def forward(self, x: Tensor) -> Tensor:

@@ -64,6 +64,13 @@ def check_ids(name: str, ids: Any, vocab_size: int, max_len: int, past: int = 0)
         raise ValueError(f"{name} contains token id {bad}, outside [0, vocab_size={vocab_size})")
 
 
+def check_device(name: str, ids: Tensor, weight: Tensor) -> None:
+    """Token ids on the device of the model's weights."""
+    if ids.device != weight.device:
+        raise ValueError(f"{name} is on {ids.device} but the model is on {weight.device}; move one of them, "
+                         f"e.g. {name}.to({str(weight.device)!r}) or model.to({str(ids.device)!r})")
+
+
 def check_keep(logits_to_keep: Any, targets: Optional[Tensor]) -> int:
     """``logits_to_keep`` as an int >= 0 (0 = every position; the loss needs every position)."""
     keep = as_int(logits_to_keep)

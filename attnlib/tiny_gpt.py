@@ -25,6 +25,7 @@ import torch
 from .config import TransformerConfig
 from .models import GPT
 from .tokenizers import CharTokenizer
+from .pretrained._common import MissingEntry, load_exact
 
 __all__ = ["TINY_GPT_RECIPE", "train_tiny_gpt", "save_tiny_gpt", "load_tiny_gpt", "TINY_GPT_FILE"]
 
@@ -123,18 +124,31 @@ def load_tiny_gpt(path: Optional[PathLike] = None) -> tuple[GPT, CharTokenizer]:
     path = Path(str(path))
     if not path.is_file():
         raise FileNotFoundError(f"no tiny-GPT checkpoint at {path}; write one with save_tiny_gpt")
-    with safe_open(str(path), framework="pt") as f:
-        meta = f.metadata() or {}
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+        state = load_file(str(path))
+    except Exception as e:  # safetensors' own SafetensorError: the header or the data do not add up
+        raise ValueError(f"{path} is truncated or damaged: safetensors could not read it ({e})") from None
     if meta.get("format") != _FORMAT:
         raise ValueError(f"{path} is not a tiny-GPT checkpoint (format {meta.get('format')!r}, "
                          f"expected {_FORMAT!r})")
-    cfg = TransformerConfig(**json.loads(meta["config"]))
-    tok = CharTokenizer(json.loads(meta["vocab"]))
+    for key in ("config", "vocab"):
+        if key not in meta:
+            raise MissingEntry(f"{path} has no {key!r} entry in its metadata; write it with save_tiny_gpt")
+    try:
+        cfg = TransformerConfig(**json.loads(meta["config"]))
+        vocab = json.loads(meta["vocab"])
+    except (TypeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: the metadata's config or vocabulary cannot be read ({e})") from None
+    tok = CharTokenizer(vocab)
+    if tok.vocab_size != cfg.vocab_size:
+        raise ValueError(f"{path}: the vocabulary has {tok.vocab_size} characters but the model's config has "
+                         f"vocab_size={cfg.vocab_size}")
     model = GPT(cfg)
-    state = load_file(str(path))
-    if cfg.tie_weights:
+    if cfg.tie_weights and "embed.tok_emb.weight" in state:
         state["lm_head.weight"] = state["embed.tok_emb.weight"]
-    model.load_state_dict(state, strict=True)
+    load_exact(model, state, str(path))
     return model.eval(), tok
 
 

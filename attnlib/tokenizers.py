@@ -190,14 +190,31 @@ class BPETokenizer:
         return 256 + len(self.merges)
 
     def _encode_chunk(self, ids: list[int], limit: int) -> list[int]:
-        # Apply merges in the order they were learned: always the lowest-ranked pair present.
-        while len(ids) > 1:
-            ranked = [(self._rank.get(p, limit), p) for p in zip(ids, ids[1:])]
-            rank, pair = min(ranked)
-            if rank >= limit:
-                break
-            ids = merge(ids, pair, 256 + rank)
-        return ids
+        """Apply the merges in the order they were learned: always the lowest-ranked pair present
+        (its occurrences left to right), as :func:`merge` would, pass after pass.
+
+        Written with a heap of (rank, position) and links between the surviving tokens, so a
+        chunk of n bytes takes O(n log n) rather than a scan of every pair for every merge. A merge
+        only creates pairs of a higher rank (merge k uses ids below 256 + k), so popping the heap
+        visits the ranks in order and each rank's occurrences left to right."""
+        n = len(ids)
+        tok, nxt, prv = list(ids), list(range(1, n + 1)), list(range(-1, n - 1))  # links over positions
+        rank = lambda i: self._rank.get((tok[i], tok[nxt[i]]), limit)  # noqa: E731 (nxt[i] < n)
+        heap = [(r, i) for i in range(n - 1) if (r := rank(i)) < limit]
+        heapq.heapify(heap)
+        while heap:
+            r, i = heapq.heappop(heap)
+            if tok[i] is None or nxt[i] >= n or rank(i) != r:
+                continue  # stale: one of the two tokens was merged away or changed since
+            j = nxt[i]
+            tok[i], tok[j] = 256 + r, None  # i holds the merged token, j is gone
+            nxt[i] = nxt[j]
+            if nxt[j] < n:
+                prv[nxt[j]] = i
+            for a in (prv[i], i):  # the two pairs the new token is part of
+                if a >= 0 and nxt[a] < n and (ra := rank(a)) < limit:
+                    heapq.heappush(heap, (ra, a))
+        return [t for t in tok if t is not None]
 
     def encode(self, text: str, num_merges: Optional[int] = None) -> list[int]:
         """Token ids of ``text``, using only the first ``num_merges`` merges (default: all)."""

@@ -183,43 +183,45 @@ def train(
 
         rng = tqdm(rng, desc="training")
     history: list[float] = []
-    for step in rng:
-        batch = sample_batch(data, batch_size, block_size, generator)
-        if isinstance(batch, (tuple, list)):
-            out, targets = _seq2seq_forward(model, batch, bos_id, pad_id, device)
-        else:
-            inputs, targets = shift_targets(batch.to(device))
-            out = model(inputs)
-        logits = out.logits if hasattr(out, "logits") else out  # (B, T, V)
-        if logits.shape[:2] != targets.shape:
-            raise ValueError(f"model returned logits {tuple(logits.shape)} for targets {tuple(targets.shape)}")
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
-                               ignore_index=IGNORE_INDEX)
-        value = loss.item()
-        if not math.isfinite(value):  # checked before this step's update
-            if not bool((targets != IGNORE_INDEX).any()):
-                # a batch whose targets are all padding scores nothing: no update, a NaN in the history
-                warnings.warn(f"step {step + 1}: every target in the batch is padding; the step is "
-                              f"skipped (its loss is recorded as nan)", stacklevel=2)
-                history.append(value)
-                if callback is not None:
-                    callback(step + 1, value)
-                continue
-            raise ValueError(
-                f"the loss at step {step + 1} is {value}: the weights or activations overflowed (a "
-                f"learning rate too large? lr={lr}) or the model's output is broken"
-            )
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if grad_clip is not None:
-            torch.nn.utils.clip_grad_norm_(params, grad_clip)
-        optimizer.step()
-        history.append(value)
-        if progress:
-            rng.set_postfix(loss=f"{history[-1]:.3f}")
-        if callback is not None:
-            callback(step + 1, history[-1])
-    model.train(was_training)
+    try:  # the caller's mode comes back however the loop ends (an error, a callback's, Ctrl-C)
+        for step in rng:
+            batch = sample_batch(data, batch_size, block_size, generator)
+            if isinstance(batch, (tuple, list)):
+                out, targets = _seq2seq_forward(model, batch, bos_id, pad_id, device)
+            else:
+                inputs, targets = shift_targets(batch.to(device))
+                out = model(inputs)
+            logits = out.logits if hasattr(out, "logits") else out  # (B, T, V)
+            if logits.shape[:2] != targets.shape:
+                raise ValueError(f"model returned logits {tuple(logits.shape)} for targets {tuple(targets.shape)}")
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
+                                   ignore_index=IGNORE_INDEX)
+            value = loss.item()
+            if not math.isfinite(value):  # checked before this step's update
+                if not bool((targets != IGNORE_INDEX).any()):
+                    # a batch whose targets are all padding scores nothing: no update, a NaN in the history
+                    warnings.warn(f"step {step + 1}: every target in the batch is padding; the step is "
+                                  f"skipped (its loss is recorded as nan)", stacklevel=2)
+                    history.append(value)
+                    if callback is not None:
+                        callback(step + 1, value)
+                    continue
+                raise ValueError(
+                    f"the loss at step {step + 1} is {value}: the weights or activations overflowed (a "
+                    f"learning rate too large? lr={lr}) or the model's output is broken"
+                )
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if grad_clip is not None:
+                torch.nn.utils.clip_grad_norm_(params, grad_clip)
+            optimizer.step()
+            history.append(value)
+            if progress:
+                rng.set_postfix(loss=f"{history[-1]:.3f}")
+            if callback is not None:
+                callback(step + 1, history[-1])
+    finally:
+        model.train(was_training)
     return history
 
 

@@ -12,7 +12,12 @@ def read_safetensors(path: str | Path) -> dict[str, Tensor]:
     """All tensors of a ``.safetensors`` file, by name (safetensors' own reader: no pickle)."""
     from safetensors.torch import load_file
 
-    return load_file(str(path))
+    try:
+        return load_file(str(path))
+    except FileNotFoundError:
+        raise
+    except Exception as e:  # safetensors' SafetensorError: the header or the data do not add up
+        raise ValueError(f"{path} is truncated or damaged: safetensors could not read it ({e})") from None
 
 
 class MissingEntry(KeyError, ValueError):

@@ -53,7 +53,16 @@ def open_gguf(path: str | Path) -> Any:
         def data(self, value: np.ndarray) -> None:
             self._plain = value.view(np.ndarray)
 
-    return Reader(str(path), "c")  # "c": writable arrays (torch.from_numpy) without copying the file
+    try:
+        reader = Reader(str(path), "c")  # "c": writable arrays (torch.from_numpy) without copying the file
+    except (ValueError, IndexError, KeyError, OverflowError) as e:  # the parser ran past the end, or garbage
+        raise ValueError(f"{path} is truncated or damaged: the GGUF reader could not parse it ({e})") from None
+    size = Path(path).stat().st_size
+    for t in reader.tensors:  # a tensor whose bytes end past the file: cut short
+        if t.data_offset + t.n_bytes > size:
+            raise ValueError(f"{path} is truncated or damaged: tensor {t.name!r} needs bytes up to "
+                             f"{t.data_offset + t.n_bytes:,} but the file has {size:,}")
+    return reader
 
 
 # --- Dequantization: one function per block type ----------------------------------------------

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..models import Encoder
-from .._checks import token_ids
+from .._checks import check_text, token_ids
 from ._common import load_exact, read_safetensors
 from .hf import _bert_state, bert_config
 
@@ -77,8 +77,7 @@ class WordPieceTokenizer:
 
     @staticmethod
     def _check_text(text: Any) -> None:
-        if not isinstance(text, str):
-            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        check_text(text)
 
     def encode(self, text: str) -> list[int]:
         """Token ids of one text: ``[CLS]`` + WordPiece ids + ``[SEP]``."""

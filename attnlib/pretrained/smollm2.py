@@ -19,7 +19,7 @@ from torch import Tensor
 from ..cache import KVCache
 from ..generation import sample_next
 from ..models import GPT
-from .._checks import as_int, token_ids
+from .._checks import as_int, check_text, token_ids
 from ._common import load_exact
 from .gguf import read_llama_gguf
 from .hf import llama_config, llama_state
@@ -87,8 +87,7 @@ class GGUFTokenizer:
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text``; special-token text such as "<|im_start|>" becomes its one id."""
-        if not isinstance(text, str):
-            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        check_text(text)
         return list(self._tok.encode(text, add_special_tokens=False).ids)
 
     def tokens(self, text: str) -> list[str]:
