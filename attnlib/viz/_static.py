@@ -1,6 +1,17 @@
 """A matrix as a still SVG picture, for hosts that run no scripts (GitHub's and nbviewer's notebook
 view, an untrusted notebook): the first state of an explorer or a live model, drawn as text and
-rectangles (no font rasterised, no URL), so it is the same on every machine."""
+rectangles (no font rasterised, no URL), so it is the same on every machine.
+
+Two hosts, one markup. Where the HTML is kept whole (nbviewer, a browser with scripts off) the
+inline SVG is the picture. JupyterLab shows an untrusted notebook's HTML through its sanitizer,
+which removes ``<svg>`` and everything in it but the text, so the labels ran together
+("Theanimalrested...") and the picture was gone. So the same matrix also travels as an HTML
+table of coloured cells (tables and ``bgcolor`` pass the sanitizer) inside a zero-size
+``<foreignObject>``: invisible where the SVG is drawn, while the sanitizer drops the wrapper and
+keeps the table. The SVG's labels sit in an SVG ``<a>`` with the ``hidden`` attribute: HTML's
+``hidden`` does not apply to SVG elements, so they show in the SVG, but once sanitized the ``<a>``
+is an HTML element and hides them.
+"""
 from __future__ import annotations
 
 import html
@@ -32,7 +43,8 @@ def matrix_svg(values: np.ndarray, rows: Sequence[object], cols: Sequence[object
         label: the picture's accessible name; footer: a line of text under the matrix.
 
     Returns:
-        ``<svg class="attnlib-static" ...>...</svg>``, or "" when R x C > MAX_CELLS.
+        ``<svg class="attnlib-static" ...>...</svg>`` (the picture inline, and again as a table
+        for sanitized views; see the module docstring), or "" when R x C > MAX_CELLS.
     """
     values = np.asarray(values, dtype=np.float64)
     R, C = values.shape
@@ -44,26 +56,46 @@ def matrix_svg(values: np.ndarray, rows: Sequence[object], cols: Sequence[object
     top, bottom = 6, 30 if footer is None else 46
     W, H = left + C * cell + 8, top + R * cell + bottom
     span = (vmax - vmin) or 1.0
-    parts = [f'<svg class="attnlib-static" width="{W}" height="{H}" viewBox="0 0 {W} {H}" role="img" '
-             f'aria-label="{html.escape(label)}" style="font-family:sans-serif">']
-    for i in range(R):
-        for j in range(C):
-            v = values[i, j]
-            if np.isfinite(v):
-                k = int(min(255, max(0, np.floor((v - vmin) / span * 256))))
-                fill = "#" + palette[6 * k:6 * k + 6]
-            else:
-                fill = BLOCKED
-            parts.append(f'<rect x="{left + j * cell}" y="{top + i * cell}" width="{cell - 1}" '
-                         f'height="{cell - 1}" fill="{fill}"/>')
-    for i, r in enumerate(rows):
-        parts.append(f'<text x="{left - 4}" y="{top + i * cell + cell / 2 + 4:g}" text-anchor="end" '
-                     f'font-size="11">{_label(r)}</text>')
-    for j, c in enumerate(cols):
-        parts.append(f'<text x="{left + j * cell + cell / 2:g}" y="{top + R * cell + 13}" '
-                     f'text-anchor="middle" font-size="11">{_label(c)}</text>')
-    if footer is not None:
-        parts.append(f'<text x="{left + C * cell / 2:g}" y="{H - 6}" text-anchor="middle" '
-                     f'font-size="10">{html.escape(footer)}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
+    fills = np.full((R, C), BLOCKED, dtype=object)
+    ok = np.isfinite(values)
+    k = np.clip(np.floor((np.where(ok, values, vmin) - vmin) / span * 256), 0, 255).astype(int)
+    for i, j in zip(*np.nonzero(ok)):
+        fills[i, j] = "#" + palette[6 * k[i, j]:6 * k[i, j] + 6]
+    # one group per row; x, width and height unquoted (valid HTML): bytes count, up to 1,600 cells
+    cells = "".join(f'<g transform="translate(0 {top + i * cell})">'
+                    + "".join(f'<rect x={left + j * cell} width={cell - 1} height={cell - 1} '
+                              f'fill="{fills[i, j]}"/>' for j in range(C)) + "</g>" for i in range(R))
+    rows_text = "".join(f'<text x="{left - 4}" y="{top + i * cell + cell / 2 + 4:g}">{_label(r)}</text>'
+                        for i, r in enumerate(rows))
+    cols_text = "".join(f'<text x="{left + j * cell + cell / 2:g}" y="{top + R * cell + 13}">'
+                        f'{_label(c)}</text>' for j, c in enumerate(cols))
+    foot = "" if footer is None else (f'<text x="{left + C * cell / 2:g}" y="{H - 6}" '
+                                      f'font-size="10">{html.escape(footer)}</text>')
+    labels = (f'<g text-anchor="end">{rows_text}</g><g text-anchor="middle">{cols_text}{foot}</g>')
+    return (f'<svg class="attnlib-static" width="{W}" height="{H}" viewBox="0 0 {W} {H}" role="img" '
+            f'aria-label="{html.escape(label)}" style="font-family:sans-serif">'
+            f'<foreignObject width="0" height="0">{_table(fills, rows, cols, cell, footer)}'
+            f'</foreignObject>{cells}<a hidden="hidden" font-size="11">{labels}</a></svg>')
+
+
+def _short(colour: str) -> str:
+    """#rrggbb -> #rgb (nearest), for the table's bgcolor: 4,096 colours are plenty for a still."""
+    if len(colour) != 7:
+        return colour
+    return "#" + "".join(f"{round(int(colour[i:i + 2], 16) / 17):x}" for i in (1, 3, 5))
+
+
+def _table(fills: np.ndarray, rows: Sequence[object], cols: Sequence[object], cell: int,
+           footer: Optional[str]) -> str:
+    """The matrix as an HTML table of coloured cells, row labels in front, column labels below:
+    what remains of the picture once a sanitizer has removed the SVG around it."""
+    R, C = fills.shape
+    head = (f'<table aria-hidden="true" cellspacing="1" cellpadding="0" '
+            f'style="font:11px sans-serif;table-layout:fixed;border-collapse:separate">'
+            f'<colgroup><col><col span="{C}" width="{cell - 1}"></colgroup>')
+    body = "".join(f'<tr><th align="right" height="{cell - 1}">{_label(r)}&nbsp;</th>'
+                   + "".join(f"<td bgcolor={_short(f)}>" for f in fills[i]) for i, r in enumerate(rows))
+    keys = ", ".join(_label(c) for c in cols)
+    note = "" if footer is None else f"; {html.escape(footer)}"
+    return (f'{head}{body}<caption style="caption-side:bottom;text-align:left">columns: {keys}{note}'
+            "</caption></table>")

@@ -1,13 +1,24 @@
-"""Static attention heatmaps with matplotlib: token axes, a labelled colour bar, masked cells hatched."""
+"""Static attention heatmaps with matplotlib: token axes, a labelled colour bar, masked cells hatched.
+
+Also how the book's matplotlib figures are exported (``figure_png``): at twice their pixels, so
+they are sharp on high-density screens, with the size they are shown at as metadata, and as a
+256-colour PNG, which keeps the bytes near a plain 1x export. Importing attnlib in a Jupyter
+kernel (every chapter's setup cell does) makes this the inline backend's PNG format, unless the
+reader chose another one.
+"""
 from __future__ import annotations
 
+import io
+from functools import partial
 from typing import Any, Optional, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.colors import Normalize
+from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
+from matplotlib.text import Text
 
 from .._checks import as_int
 from ._common import check_limits, check_tokens, default_cmap, finite_range, to_numpy
@@ -135,3 +146,103 @@ def heatmap(weights: Any, row_tokens: Optional[Sequence[Any]] = None,
                 ax.text(j, i, text, ha="center", va="center", color=colour,
                         fontsize=8 if max(n_rows, n_cols) > 6 else 9)
     return ax
+
+
+# ------------------------------------------------------------------------- exporting figures
+SCALE = 2  # pixels per CSS pixel in exported PNGs
+
+
+def smallest_text_px(fig: Figure) -> Optional[float]:
+    """The smallest font size of the figure's drawn text, in the pixels it is shown at (1x);
+    None when it has no text. Call after the figure was drawn (savefig draws it)."""
+    box = fig.bbox
+    sizes = []
+    for t in fig.findobj(Text):
+        if not t.get_visible() or not t.get_text().strip():
+            continue
+        try:
+            ext = t.get_window_extent()
+        except RuntimeError:  # never drawn
+            continue
+        if ext.x1 < box.x0 or ext.x0 > box.x1 or ext.y1 < box.y0 or ext.y0 > box.y1:
+            continue  # a tick label outside the axes' range: not drawn
+        sizes.append(t.get_fontsize())
+    return round(min(sizes) * fig.dpi / 72, 1) if sizes else None
+
+
+def figure_png(fig: Figure, *, dpi: Optional[float] = None, **savefig_kwargs: Any
+               ) -> tuple[bytes, dict[str, Any]]:
+    """A figure as a PNG at ``SCALE`` times its pixels, reduced to 256 colours.
+
+    Args:
+        fig: the figure. dpi: its pixels per inch at 1x (default ``fig.dpi``).
+        savefig_kwargs: passed on (``bbox_inches`` defaults to "tight", as inline figures).
+    Returns:
+        (png bytes, metadata): ``width``/``height`` in 1x pixels (what notebooks and the book show
+        it at), ``text_px``: the smallest text size in those pixels.
+    """
+    from PIL import Image
+
+    dpi = float(fig.dpi if dpi is None else dpi)
+    savefig_kwargs.setdefault("bbox_inches", "tight")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi * SCALE, metadata={"Software": None}, **savefig_kwargs)
+    image = Image.open(io.BytesIO(buf.getvalue()))
+    opaque = image.mode != "RGBA" or image.getextrema()[3][0] == 255
+    image = image.convert("RGB" if opaque else "RGBA")
+    small = image.quantize(256, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
+    out = io.BytesIO()
+    small.save(out, format="png", optimize=True)
+    w, h = image.size
+    meta: dict[str, Any] = {"width": round(w / SCALE), "height": round(h / SCALE)}
+    px = smallest_text_px(fig) if dpi == fig.dpi else None
+    if px is None and dpi != fig.dpi:
+        base = smallest_text_px(fig)
+        px = None if base is None else round(base * dpi / fig.dpi, 1)
+    if px is not None:
+        meta["text_px"] = px
+    return out.getvalue(), meta
+
+
+def _inline_png(fig: Figure, **kwargs: Any) -> Optional[tuple[str, dict[str, Any]]]:
+    """IPython's PNG formatter for figures: ``figure_png``, base64 (None for an empty figure)."""
+    import base64
+
+    if not fig.axes and not fig.texts and not fig.images:
+        return None
+    data, meta = figure_png(fig, **kwargs)
+    return base64.b64encode(data).decode("ascii"), meta
+
+
+def _sharp_inline_figures() -> None:
+    """In a Jupyter kernel whose figures go inline as plain PNGs (the default), export them
+    with ``figure_png``. A reader's own choice (svg, retina, another backend) is left alone."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    ip = get_ipython()
+    if ip is None or not hasattr(ip, "kernel"):
+        return
+    import matplotlib
+
+    try:
+        backend = matplotlib.get_backend(auto_select=False)  # matplotlib >= 3.10
+    except TypeError:
+        backend = matplotlib.rcParams._get("backend")
+    if "inline" not in str(backend):
+        return
+    # The inline backend selects its formats when it is first activated, at the first figure:
+    # activate it now, so that what is set below is not replaced then.
+    import matplotlib_inline.backend_inline  # noqa: F401
+
+    png = ip.display_formatter.formatters["image/png"]
+    current = png.type_printers.get(Figure)
+    keywords = getattr(current, "keywords", None)
+    if keywords is None or keywords.get("fmt") != "png":
+        return  # not the default PNG printer: svg, retina or another choice
+    kwargs = {k: v for k, v in keywords.items() if k not in ("fmt", "base64")}
+    png.for_type(Figure, partial(_inline_png, **kwargs))
+
+
+_sharp_inline_figures()

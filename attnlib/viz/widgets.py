@@ -2,30 +2,38 @@
 from __future__ import annotations
 
 import base64
-import io
 from typing import Any, Callable, Sequence
 
 
-def _bundle(obj: Any) -> dict[str, Any]:
-    """A display bundle for what ``render`` returned (figures become small PNGs, then closed)."""
+FIGURE_DPI = 80  # figures in a slider's states: 80 px per inch as shown (exported at 2x that)
+
+
+def _output(obj: Any) -> dict[str, Any]:
+    """A display_data output for what ``render`` returned (figures become PNGs, then closed)."""
     import matplotlib.pyplot as plt
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+    from .heatmap import figure_png
+
     if isinstance(obj, Axes):
         obj = obj.figure
     if isinstance(obj, Figure):
-        buf = io.BytesIO()
-        obj.savefig(buf, format="png", dpi=80, metadata={"Software": None})
+        # 2x pixels, shown at 1x (the size metadata), so the states are sharp on 2x screens;
+        # bbox_inches=None: every state of a slider keeps the same size, the picture does not jump
+        png, meta = figure_png(obj, dpi=FIGURE_DPI, bbox_inches=None)
         plt.close(obj)
-        return {"image/png": base64.b64encode(buf.getvalue()).decode("ascii"),
+        data = {"image/png": base64.b64encode(png).decode("ascii"),
                 "text/plain": f"<Figure size {obj.get_figwidth():g}x{obj.get_figheight():g} in>"}
+        return {"output_type": "display_data", "data": data, "metadata": {"image/png": meta}}
     if hasattr(obj, "_repr_mimebundle_"):
         data = obj._repr_mimebundle_()
-        return dict(data[0] if isinstance(data, tuple) else data)
-    if hasattr(obj, "_repr_html_"):
-        return {"text/html": obj._repr_html_(), "text/plain": repr(obj)}
-    return {"text/plain": str(obj)}
+        data = dict(data[0] if isinstance(data, tuple) else data)
+    elif hasattr(obj, "_repr_html_"):
+        data = {"text/html": obj._repr_html_(), "text/plain": repr(obj)}
+    else:
+        data = {"text/plain": str(obj)}
+    return {"output_type": "display_data", "data": data, "metadata": {}}
 
 
 def precomputed_slider(values: Sequence[Any], render: Callable[[Any], Any], *,
@@ -33,8 +41,9 @@ def precomputed_slider(values: Sequence[Any], render: Callable[[Any], Any], *,
                        value: Any = None) -> Any:
     """A slider over ``values`` linked in the browser to a ``Stack`` of precomputed outputs.
 
-    ``render(v)`` returns what to show for ``v``: a matplotlib Figure/Axes (stored as a PNG at 80 dpi
-    and closed: keep figures small, the PNGs live in the notebook's widget state), or anything with
+    ``render(v)`` returns what to show for ``v``: a matplotlib Figure/Axes (stored as a PNG, shown at
+    80 px per inch and drawn at twice that, then closed: keep figures small, the PNGs live in the
+    notebook's widget state), or anything with
     ``_repr_html_`` / ``_repr_mimebundle_`` (e.g. an explorer), or text; figures it opens without
     returning them are captured too (do not call ``plt.show()`` inside). The slider's index is
     ``jslink``ed to the Stack's ``selected_index``, so it moves with no kernel (static book, Colab).
@@ -44,7 +53,13 @@ def precomputed_slider(values: Sequence[Any], render: Callable[[Any], Any], *,
 
     Where widgets cannot be drawn (an untrusted notebook in JupyterLab, GitHub's notebook view),
     the output shows the first state's picture (when it is a figure) and a line that says what the
-    slider is and how to get it live, instead of ``VBox(children=...)``.
+    slider is and how to get it live, instead of ``VBox(children=...)``. Displayed, the slider is
+    two outputs: the widget (whose plain-text and PNG forms are that line and that picture), then
+    the line as HTML with a style that hides it wherever styles apply, that is, wherever the widget
+    itself is drawn (the book, a trusted notebook, Colab). JupyterLab's sanitizer removes the
+    style from an untrusted notebook, so there it shows under the picture. (One output could not
+    show both: a viewer draws one of its forms, and an HTML form holding the PNG would make nbval
+    compare image bytes.)
 
     Returns:
         ``ipywidgets.VBox([slider, stack])``; ``.children[0]`` is the slider, ``.children[1]`` the Stack.
@@ -79,7 +94,7 @@ def precomputed_slider(values: Sequence[Any], render: Callable[[Any], Any], *,
             raise ValueError(f"render({v!r}) returned None and drew no figure; return a matplotlib "
                              "Figure/Axes or a displayable object (and do not call plt.show() inside)")
         out = widgets.Output()
-        out.outputs = tuple({"output_type": "display_data", "data": _bundle(x), "metadata": {}} for x in items)
+        out.outputs = tuple(_output(x) for x in items)
         outputs.append(out)
     stack = widgets.Stack(outputs, selected_index=start)
     slider = widgets.SelectionSlider(options=list(zip(labels, range(len(values)))), index=start,
@@ -89,11 +104,14 @@ def precomputed_slider(values: Sequence[Any], render: Callable[[Any], Any], *,
     first = outputs[start].outputs[-1]["data"]   # the picture shown where widgets cannot draw
     shown = "the first state" if start == 0 else f"the state {labels[start]}"
     box = _slider_box_class(widgets)([slider, stack])
-    box._fallback = {"text/plain": (
-        f"Slider {description!r} over {len(values)} precomputed states ({labels[0]} ... {labels[-1]}); "
-        f"{shown} is shown. The live slider appears once the notebook is trusted or its "
-        f"cells are run; in the book it works with no kernel."),
-        **({"image/png": first["image/png"]} if "image/png" in first else {})}
+    line = (f"Slider {description!r} over {len(values)} precomputed states ({labels[0]} ... "
+            f"{labels[-1]}); {shown} is shown. The live slider appears once the notebook is "
+            "trusted or its cells are run; in the book it works with no kernel.")
+    box._fallback = {"text/plain": line,
+                     **({"image/png": first["image/png"]} if "image/png" in first else {})}
+    box._fallback_metadata = ({"image/png": outputs[start].outputs[-1]["metadata"]["image/png"]}
+                              if "image/png" in first else {})
+    box._line = line
     return box
 
 
@@ -108,10 +126,31 @@ def _slider_box_class(widgets: Any) -> Any:
             """VBox([slider, stack]); displayed, it also carries a text/picture fallback."""
 
             _fallback: dict[str, str] = {}
+            _fallback_metadata: dict[str, Any] = {}
+            _line = ""
 
             def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
                 data = super()._repr_mimebundle_(**kwargs)
                 return {**data, **self._fallback}
 
+            def _ipython_display_(self) -> None:
+                from IPython.display import display
+
+                display(self._repr_mimebundle_(), metadata=self._fallback_metadata, raw=True)
+                if self._line:
+                    display(_line_bundle(self._line), raw=True)
+
         _SLIDER_BOX = PrecomputedSlider
     return _SLIDER_BOX
+
+
+LINE_CLASS = "attnlib-widget-fallback"
+
+
+def _line_bundle(line: str) -> dict[str, str]:
+    """The slider's line as HTML that shows only where styles are stripped (see above)."""
+    import html
+
+    return {"text/html": f'<style>.{LINE_CLASS}{{display:none}}</style>'
+                         f'<p class="{LINE_CLASS}">{html.escape(line)}</p>',
+            "text/plain": ""}
