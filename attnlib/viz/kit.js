@@ -122,30 +122,36 @@ window.attnlibKit = window.attnlibKit || (function () {
   function heatmap(o) {
     var R = o.rows.length, C = o.cols.length, i, j;
     var maxRow = 0, maxCol = 0;
-    o.rows.forEach(function (t) { maxRow = Math.max(maxRow, shown(t, 12).length); });
+    var LC = o.labelChars || 12;
+    o.rows.forEach(function (t) { maxRow = Math.max(maxRow, shown(t, LC).length); });
     o.cols.forEach(function (t) { maxCol = Math.max(maxCol, shown(t, 12).length); });
     var rowW = 10 + CHAR_W * maxRow;
     var left = rowW + (o.rowTitle ? 18 : 6);
     var cell = Math.floor((o.avail - left - 8) / C);
     cell = Math.max(o.cellMin || 6, Math.min(o.cellMax || 34, cell));
     /* column labels upright when they fit their cell, else at 45 degrees */
-    var rotate = o.colLabelAngle === 45 || CHAR_W * maxCol > cell - 2;
+    var every = o.colEvery || 1, rotate = o.colLabelAngle === 45 || CHAR_W * maxCol > cell * every - 2;
     var colH = rotate ? Math.ceil(0.72 * (CHAR_W * maxCol + 8)) : 16;
-    var top = 4, W = left + C * cell + 8, H = top + R * cell + colH + (o.colTitle ? 20 : 6);
+    var ch = Math.max(cell, o.cellH || 0); /* a cell's height: square, or taller for thin strips */
+    var top = 4, W = left + C * cell + 8, H = top + R * ch + colH + (o.colTitle ? 20 : 6);
     var svg = el("svg", { "class": "attnlib-plot", width: W, height: H, viewBox: "0 0 " + W + " " + H, tabindex: "0",
       role: "group", focusable: "true", "aria-label": o.label }, o.parent);
     var fillMasked = hatch(svg, o.hatchId);
     var grid = el("g", {}, svg), cells = [], gap = cell >= 14 ? 1 : 0, step = Math.max(1, Math.ceil(13 / cell));
+    var colStep = o.colEvery || step;
     for (i = 0; i < R; i++) {
       for (j = 0; j < C; j++) {
         var v = o.value(i, j), masked = !!(o.masked && o.masked(i, j));
         var fill = masked ? fillMasked : colour(o.palette, v, o.lo, o.hi);
-        var c = el("rect", { "class": "attnlib-cell", x: left + j * cell, y: top + i * cell, width: cell - gap, height: cell - gap,
+        var c = el("rect", { "class": "attnlib-cell", x: left + j * cell, y: top + i * ch, width: cell - gap, height: ch - gap,
           fill: fill, "data-row": i, "data-col": j, "data-value": fmt(v, o.digits) }, grid);
         if (masked) c.setAttribute("data-masked", "1");
         cells.push(c);
-        if (o.cellText && cell >= 30) {
-          el("text", { "class": "attnlib-celltext", x: left + j * cell + (cell - gap) / 2, y: top + i * cell + (cell - gap) / 2 + 3.5,
+        if (o.cellLabel) {
+          el("text", { "class": "attnlib-celltext attnlib-celllabel", x: left + j * cell + (cell - gap) / 2, y: top + i * ch + (ch - gap) / 2 + 4,
+            "text-anchor": "middle", style: "fill:" + (!masked && isDark(fill) ? "#fff" : "#000") }, grid, o.cellLabel(i, j));
+        } else if (o.cellText && cell >= 30) {
+          el("text", { "class": "attnlib-celltext", x: left + j * cell + (cell - gap) / 2, y: top + i * ch + (ch - gap) / 2 + 3.5,
             "text-anchor": "middle", style: "fill:" + (!masked && isDark(fill) ? "#fff" : "#000") }, grid, fmt(v, 2));
         }
       }
@@ -153,31 +159,37 @@ window.attnlibKit = window.attnlibKit || (function () {
     var rowLabels = [];
     for (i = 0; i < R; i++) {
       var t = el("text", { "class": (o.rowLabelClass || "attnlib-rowlabel") + (i === o.selected ? " attnlib-selected" : "") + (o.dead && o.dead(i) ? " attnlib-dead" : ""),
-        x: left - 5, y: top + i * cell + cell / 2 + 4, "text-anchor": "end", tabindex: "-1", "data-row": i }, svg, shown(o.rows[i], 12));
+        x: left - 5, y: top + i * ch + ch / 2 + 4, "text-anchor": "end", tabindex: "-1", "data-row": i }, svg, shown(o.rows[i], LC));
       el("title", {}, t, (o.rowWord || "query") + " " + i + ": " + quoted(o.rows[i]));
       if (i % step) t.setAttribute("visibility", "hidden");
       rowLabels.push(t);
     }
-    for (j = 0; j < C; j += step) {
-      var x = left + j * cell + cell / 2, y = top + R * cell + (rotate ? 8 : 13);
+    for (j = 0; j < C; j += colStep) {
+      var x = left + j * cell + cell / 2, y = top + R * ch + (rotate ? 8 : 13);
       var ct = el("text", { "class": "attnlib-collabel", x: rotate ? x + 4 : x, y: y, "text-anchor": rotate ? "end" : "middle" }, svg, shown(o.cols[j], 12));
       if (rotate) ct.setAttribute("transform", "rotate(-45 " + (x + 4) + " " + y + ")");
       el("title", {}, ct, (o.colWord || "key") + " " + j + ": " + quoted(o.cols[j]));
     }
     if (o.colTitle) el("text", { "class": "attnlib-axis", x: left + C * cell / 2, y: H - 3, "text-anchor": "middle" }, svg, o.colTitle);
     if (o.rowTitle) {
-      var qy = top + R * cell / 2;
+      var qy = top + R * ch / 2;
       el("text", { "class": "attnlib-axis", x: 10, y: qy, "text-anchor": "middle", transform: "rotate(-90 10 " + qy + ")" }, svg, o.rowTitle);
     }
     if (o.selected >= 0 && o.selected < R) {
-      el("rect", { "class": "attnlib-rowbox", x: left - 1.5, y: top + o.selected * cell - 1.5, width: C * cell + 2 - gap, height: cell + 2 - gap,
+      el("rect", { "class": "attnlib-rowbox", x: left - 1.5, y: top + o.selected * ch - 1.5, width: C * cell + 2 - gap, height: ch + 2 - gap,
         fill: "none", "stroke-width": "3", "pointer-events": "none" }, svg);
+    }
+    if (o.framed) { /* cells to frame (e.g. every cell holding one token) */
+      for (i = 0; i < R; i++) for (j = 0; j < C; j++) if (o.framed(i, j)) {
+        el("rect", { "class": "attnlib-rowbox", x: left + j * cell - 1.5, y: top + i * ch - 1.5, width: cell + 2 - gap, height: ch + 2 - gap,
+          fill: "none", "stroke-width": "3", "pointer-events": "none" }, svg);
+      }
     }
     if (o.selectedCol >= 0 && o.selectedCol < C) {
-      el("rect", { "class": "attnlib-rowbox", x: left + o.selectedCol * cell - 1.5, y: top - 1.5, width: cell + 2 - gap, height: R * cell + 2 - gap,
+      el("rect", { "class": "attnlib-rowbox", x: left + o.selectedCol * cell - 1.5, y: top - 1.5, width: cell + 2 - gap, height: R * ch + 2 - gap,
         fill: "none", "stroke-width": "3", "pointer-events": "none" }, svg);
     }
-    var cursor = el("rect", { "class": "attnlib-cursor", width: cell - gap, height: cell - gap, fill: "none", "stroke-width": "2",
+    var cursor = el("rect", { "class": "attnlib-cursor", width: cell - gap, height: ch - gap, fill: "none", "stroke-width": "2",
       "stroke-dasharray": "3 2", visibility: "hidden", "pointer-events": "none" }, svg);
     var sel0 = o.selected >= 0 ? o.selected : 0, cur = o.cursor || [sel0, 0];
     cur[0] = Math.min(cur[0], R - 1); cur[1] = Math.min(cur[1], C - 1);

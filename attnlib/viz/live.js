@@ -64,15 +64,8 @@
     gelu_tanh: function (x) { return 0.5 * x * (1 + Math.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); },
     relu: function (x) { return x > 0 ? x : 0; }
   };
-  function linear(w, b, x, nOut, nIn) { /* w (nOut, nIn) like nn.Linear: y = w x + b */
-    var y = new Float64Array(nOut);
-    for (var o = 0; o < nOut; o++) {
-      var s = b ? b[o] : 0, base = o * nIn;
-      for (var i = 0; i < nIn; i++) s += w[base + i] * x[i];
-      y[o] = s;
-    }
-    return y;
-  }
+  var E = window.attnlibEngine;
+  function linear(w, b, x, nOut, nIn) { return E.linear(x, w, b, 1, nIn, nOut); } /* nn.Linear on one row */
   function layerNorm(x, w, b, eps) {
     var n = x.length, mean = 0, v = 0, i, y = new Float64Array(n);
     for (i = 0; i < n; i++) mean += x[i];
@@ -84,63 +77,73 @@
   }
 
   /* A KV cache plus the model: step(id) runs ONE token through every layer, appending its key and
-     value rows to each layer's cache and attending over every row held. Feeding a prompt token by
-     token is exactly the causal forward pass (prefill); feeding sampled tokens is decoding. */
-  function Runner(W, c) {
-    this.W = W; this.c = c; this.D = c.C / c.H; this.n = 0;
+     value rows to each layer's cache and attending over every row held (the attention itself is the
+     shared engine's, as in every explorer). Feeding a prompt token by token is exactly the causal
+     forward pass (prefill); feeding sampled tokens is decoding. off[l][h] = 0 switches head h of
+     layer l off: its output is zeroed before out_proj (the ablation a forward hook does in PyTorch).
+     With trace, step also returns every intermediate vector of this token, named after the attnlib
+     module that computes it, and the residual stream after the embedding and after each layer. */
+  function Runner(W, c, off) {
+    this.W = W; this.c = c; this.D = c.C / c.H; this.n = 0; this.off = off || null;
     this.K = []; this.V = [];
     for (var l = 0; l < c.L; l++) { this.K.push(new Float64Array(c.T * c.C)); this.V.push(new Float64Array(c.T * c.C)); }
   }
-  Runner.prototype.step = function (id) {
-    var W = this.W, c = this.c, C = c.C, H = c.H, D = this.D, t = this.n, act = ACT[c.act], scale = 1 / Math.sqrt(D);
+  Runner.prototype.step = function (id, trace) {
+    var W = this.W, c = this.c, C = c.C, H = c.H, D = this.D, t = this.n, act = ACT[c.act];
     if (t >= c.T) throw new Error("the context is full (" + c.T + " tokens)");
-    var x = new Float64Array(C), i, j, d, hh;
+    var x = new Float64Array(C), i, steps = trace ? [] : null, resid = [];
     for (i = 0; i < C; i++) x[i] = W.tok[id * C + i] + (W.pos ? W.pos[t * C + i] : 0);
+    function rec(s) { if (steps) steps.push(s); }
+    rec({ key: "embed", layer: -1, fn: "GPT.embed (Embeddings): tok_emb[token] + pos_emb[position]", rows: [["x", Float64Array.from(x)]] });
+    resid.push(Float64Array.from(x));
     var att = [];
     for (var l = 0; l < c.L; l++) {
-      var p = "l" + l + ".";
-      var h = c.normFirst ? layerNorm(x, W[p + "n1.w"], W[p + "n1.b"], c.eps) : x;
-      var q = linear(W[p + "q.w"], W[p + "q.b"], h, C, C);
-      this.K[l].set(linear(W[p + "k.w"], W[p + "k.b"], h, C, C), t * C);
-      this.V[l].set(linear(W[p + "v.w"], W[p + "v.b"], h, C, C), t * C);
-      var K = this.K[l], V = this.V[l], ctx = new Float64Array(C), rows = [];
-      for (hh = 0; hh < H; hh++) {
-        var w = new Float64Array(t + 1), m = -Infinity, z = 0, off = hh * D;
-        for (j = 0; j <= t; j++) {
-          var s = 0;
-          for (d = 0; d < D; d++) s += q[off + d] * K[j * C + off + d];
-          w[j] = s * scale;
-          if (w[j] > m) m = w[j];
-        }
-        for (j = 0; j <= t; j++) { w[j] = Math.exp(w[j] - m); z += w[j]; }
-        for (j = 0; j <= t; j++) {
-          w[j] /= z;
-          for (d = 0; d < D; d++) ctx[off + d] += w[j] * V[j * C + off + d];
-        }
-        rows.push(w);
-      }
+      var p = "l" + l + ".", L1 = "layer " + (l + 1) + ": ";
+      var h = x;
+      if (c.normFirst) { h = layerNorm(x, W[p + "n1.w"], W[p + "n1.b"], c.eps); rec({ key: "norm1", layer: l, fn: L1 + "DecoderLayer.norm1 (LayerNorm)", rows: [["norm1(x)", h]] }); }
+      var q = linear(W[p + "q.w"], W[p + "q.b"], h, C, C), k = linear(W[p + "k.w"], W[p + "k.b"], h, C, C), v = linear(W[p + "v.w"], W[p + "v.b"], h, C, C);
+      rec({ key: "qkv", layer: l, fn: L1 + "MultiHeadAttention.q_proj, k_proj, v_proj (Linear), split into " + H + " heads of " + D, rows: [["q", q], ["k", k], ["v", v]], heads: H });
+      this.K[l].set(k, t * C);
+      this.V[l].set(v, t * C);
+      var r = E.attendHeads(q, this.K[l].subarray(0, (t + 1) * C), this.V[l].subarray(0, (t + 1) * C), 1, t + 1, H, H, D,
+        { headMask: this.off ? this.off[l] : null });
+      var rows = [];
+      for (var hh = 0; hh < H; hh++) rows.push(r.weights.slice(hh * (t + 1), (hh + 1) * (t + 1)));
       att.push(rows);
-      var a = linear(W[p + "o.w"], W[p + "o.b"], ctx, C, C);
-      if (c.normFirst) {
-        for (i = 0; i < C; i++) x[i] += a[i];
-        var f = linear(W[p + "f1.w"], W[p + "f1.b"], layerNorm(x, W[p + "n3.w"], W[p + "n3.b"], c.eps), c.F, C);
-        for (i = 0; i < c.F; i++) f[i] = act(f[i]);
-        var g = linear(W[p + "f2.w"], W[p + "f2.b"], f, C, c.F);
-        for (i = 0; i < C; i++) x[i] += g[i];
-      } else { /* the 2017 post-norm block */
-        for (i = 0; i < C; i++) x[i] += a[i];
-        x = layerNorm(x, W[p + "n1.w"], W[p + "n1.b"], c.eps);
-        var f2 = linear(W[p + "f1.w"], W[p + "f1.b"], x, c.F, C);
-        for (i = 0; i < c.F; i++) f2[i] = act(f2[i]);
-        var g2 = linear(W[p + "f2.w"], W[p + "f2.b"], f2, C, c.F);
-        for (i = 0; i < C; i++) x[i] += g2[i];
-        x = layerNorm(x, W[p + "n3.w"], W[p + "n3.b"], c.eps);
-      }
+      rec({ key: "weights", layer: l, fn: L1 + "attnlib.scaled_dot_product_attention, per head, over the " + (t + 1) + " cached keys", weights: rows,
+        off: this.off ? this.off[l].slice() : null });
+      var a = linear(W[p + "o.w"], W[p + "o.b"], r.merged, C, C);
+      rec({ key: "out", layer: l, fn: L1 + "MultiHeadAttention.merge_heads, then out_proj (Linear)", rows: [["merged heads", r.merged], ["out_proj", a]] });
+      for (i = 0; i < C; i++) x[i] += a[i];
+      if (!c.normFirst) { x = layerNorm(x, W[p + "n1.w"], W[p + "n1.b"], c.eps); rec({ key: "add1", layer: l, fn: L1 + "residual x + attention, then DecoderLayer.norm1 (post-norm)", rows: [["x", Float64Array.from(x)]] }); }
+      else rec({ key: "add1", layer: l, fn: L1 + "residual: x + attention", rows: [["x", Float64Array.from(x)]] });
+      var u = c.normFirst ? layerNorm(x, W[p + "n3.w"], W[p + "n3.b"], c.eps) : x;
+      if (c.normFirst) rec({ key: "norm3", layer: l, fn: L1 + "DecoderLayer.norm3 (LayerNorm)", rows: [["norm3(x)", u]] });
+      var f = linear(W[p + "f1.w"], W[p + "f1.b"], u, c.F, C);
+      for (i = 0; i < c.F; i++) f[i] = act(f[i]);
+      rec({ key: "ffn1", layer: l, fn: L1 + "FeedForward.fc1 (Linear), then " + c.act.toUpperCase(), rows: [[c.act + "(fc1)", f]] });
+      var g = linear(W[p + "f2.w"], W[p + "f2.b"], f, C, c.F);
+      for (i = 0; i < C; i++) x[i] += g[i];
+      if (!c.normFirst) x = layerNorm(x, W[p + "n3.w"], W[p + "n3.b"], c.eps);
+      rec({ key: "ffn2", layer: l, fn: L1 + "FeedForward.fc2 (Linear), residual x + FFN" + (c.normFirst ? "" : ", then DecoderLayer.norm3 (post-norm)"),
+        rows: [["fc2", g], ["x", Float64Array.from(x)]] });
+      resid.push(Float64Array.from(x));
     }
-    if (c.normFirst) x = layerNorm(x, W["nf.w"], W["nf.b"], c.eps);
+    var xf = x;
+    if (c.normFirst) { xf = layerNorm(x, W["nf.w"], W["nf.b"], c.eps); rec({ key: "normf", layer: c.L, fn: "GPT.norm_f (LayerNorm)", rows: [["norm_f(x)", xf]] }); }
     this.n = t + 1;
-    return { logits: linear(W.head || W.tok, null, x, c.V, C), att: att }; /* att[layer][head]: (t + 1,) */
+    var logits = linear(W.head || W.tok, null, xf, c.V, C);
+    rec({ key: "logits", layer: c.L, fn: "GPT.lm_head (Linear" + (W.head ? "" : ", tied to tok_emb") + "), then softmax", logits: logits });
+    return { logits: logits, att: att, steps: steps, resid: resid }; /* att[layer][head]: (t + 1,) */
   };
+  /* the logit lens: the final norm and the LM head applied to the residual stream after the
+     embedding and after every layer (a post-norm stream is already normalised) */
+  function lensOf(W, c, resid) {
+    return resid.map(function (x) {
+      var xf = c.normFirst ? layerNorm(x, W["nf.w"], W["nf.b"], c.eps) : x;
+      return linear(W.head || W.tok, null, xf, c.V, c.C);
+    });
+  }
 
   /* ------------------------------------------------------------------ sampling */
   function mulberry32(seed) { /* a small seeded PRNG: the same seed gives the same draws everywhere */
@@ -220,8 +223,8 @@
       });
       return { ids: ids, unknown: bad };
     }
-    function run(ids) { /* a full causal forward pass on a fresh cache (used by the page and the tests) */
-      var r = new Runner(W, c), logits = [], att = [];
+    function run(ids, off) { /* a full causal forward pass on a fresh cache (used by the page and the tests) */
+      var r = new Runner(W, c, off === undefined ? S.off : off), logits = [], att = [];
       for (var l = 0; l < c.L; l++) { att.push([]); for (var h = 0; h < c.H; h++) att[l].push([]); }
       ids.forEach(function (id) {
         var o = r.step(id);
@@ -230,9 +233,26 @@
       });
       return { runner: r, logits: logits, att: att };
     }
+    function allOn() { var o = []; for (var l = 0; l < c.L; l++) { o.push([]); for (var h = 0; h < c.H; h++) o[l].push(1); } return o; }
+    /* one token (position pos of ids) through the whole network, every intermediate recorded */
+    function trace(ids, pos, off) {
+      var r = new Runner(W, c, off === undefined ? S.off : off);
+      for (var t = 0; t < pos; t++) r.step(ids[t]);
+      var o = r.step(ids[pos], true);
+      return { steps: o.steps, resid: o.resid, lens: lensOf(W, c, o.resid), logits: o.logits };
+    }
+    /* the greedy continuation of ids: n tokens, each the most likely next one */
+    function greedy(ids, n, off) {
+      var r = new Runner(W, c, off === undefined ? S.off : off), z = null, out = [];
+      ids.forEach(function (id) { z = r.step(id).logits; });
+      for (var k = 0; k < n && ids.length + k < c.T && z; k++) { var id = argmax(z); out.push(id); if (ids.length + k + 1 < c.T) z = r.step(id).logits; }
+      return out;
+    }
 
     var S = { ids: [], nPrompt: 0, logits: [], att: null, runner: null, added: [0, 0], layer: 0, head: 0,
-      row: -1, cur: [0, 0], rng: null, steps: 0, sampling: {} };
+      row: -1, cur: [0, 0], rng: null, steps: 0, sampling: {}, off: allOn() }, listeners = [];
+    function nOff() { var n = 0; S.off.forEach(function (r) { r.forEach(function (v) { n += v ? 0 : 1; }); }); return n; }
+    function offList() { var o = []; S.off.forEach(function (r, l) { r.forEach(function (v, h) { if (!v) o.push("L" + (l + 1) + "H" + (h + 1)); }); }); return o; }
 
     /* ---- static frame ---- */
     div("attnlib-title", root, P.title);
@@ -243,6 +263,7 @@
     input.setAttribute("autocomplete", "off");
     var msg = div("attnlib-live-msg", root);
     msg.setAttribute("role", "status"); msg.setAttribute("aria-live", "polite");
+    var offNote = div("attnlib-live-msg attnlib-live-offnote", root);
 
     var controls = div("attnlib-controls", root);
     function range(name, n, onchange) {
@@ -256,8 +277,8 @@
       if (n < 2) lab.style.display = "none";
       return r;
     }
-    range("layer", c.L, function (v) { S.layer = v; paint(); });
-    range("head", c.H, function (v) { S.head = v; paint(); });
+    var layerRange = range("layer", c.L, function (v) { S.layer = v; paint(); });
+    var headRange = range("head", c.H, function (v) { S.head = v; paint(); });
     var clear = div("attnlib-clear", controls, "clear row", "button");
     clear.type = "button"; clear.title = "Clear the highlighted query row (Esc)";
     clear.addEventListener("click", function () { selectRow(-1); });
@@ -328,6 +349,23 @@
       S.added = [0, ids.length]; S.row = -1; S.cur = [0, 0]; S.steps = 0;
       S.rng = mulberry32(S.sampling.seed);
       build();
+      changed();
+    }
+    /* heads switched on or off: the same text (generated tokens included) through the changed model */
+    function setOff(off) {
+      S.off = off.map(function (r) { return r.slice(); });
+      var r = run(S.ids);
+      S.logits = r.logits; S.att = r.att; S.runner = r.runner; S.added = [0, S.ids.length]; S.steps = 0;
+      S.rng = mulberry32(S.sampling.seed);
+      build();
+      changed();
+    }
+    function changed() {
+      var o = offList();
+      offNote.textContent = o.length ? "Switched off below (\u201cSwitch heads off\u201d): " + o.join(", ") +
+        ". Every number here is the model without " + (o.length > 1 ? "them" : "it") + "." : "";
+      offNote.style.display = o.length ? "block" : "none";
+      listeners.forEach(function (f) { f(); });
     }
     function decode(n) {
       for (var s = 0; s < n && S.ids.length < c.T && S.ids.length > 0; s++) {
@@ -340,6 +378,7 @@
       }
       if (S.ids.length >= c.T) setMessage(["The context is full: the model has " + c.T + " position vectors, so it cannot go further. Reset or edit the text."]);
       build();
+      changed();
     }
     input.addEventListener("input", restart);
     stepBtn.addEventListener("click", function () { decode(1); });
@@ -354,7 +393,9 @@
       var T = S.ids.length;
       if (!T) { svg = null; cells = []; paintBars(); paintOut(); paintKV(); paintState(); return; }
       var toks = S.ids.map(function (id) { return P.vocab[id]; });
-      var cell = Math.max(7, Math.min(30, Math.floor(440 / T)));
+      /* cells fitted to the page's width (less the colour bar), so the 12 px labels stay 12 px */
+      var avail = Math.max(240, root.clientWidth || 640) - 70;
+      var cell = Math.max(4, Math.min(30, Math.floor(Math.min(440, avail - 46) / T)));
       var step = Math.max(1, Math.ceil(13 / cell));
       var left = 40, top = 4, colH = 22, W2 = left + T * cell + 6, H2 = top + T * cell + colH + 18;
       geo = { cell: cell, left: left, top: top, T: T };
@@ -363,8 +404,8 @@
           " keys. Arrow keys move, Enter shows the prediction at that query, Escape clears." }, figure);
       var pat = el("pattern", { id: "attnlib-hatch-" + uid, width: "6", height: "6", patternUnits: "userSpaceOnUse",
         patternTransform: "rotate(45)" }, el("defs", {}, svg));
-      el("rect", { width: "6", height: "6", fill: "#eeeeee" }, pat);
-      el("line", { x1: "0", y1: "0", x2: "0", y2: "6", stroke: "#b0b0b0", "stroke-width": "2" }, pat);
+      el("rect", { "class": "attnlib-hatch-bg", width: "6", height: "6", fill: "#eeeeee" }, pat);
+      el("line", { "class": "attnlib-hatch-fg", x1: "0", y1: "0", x2: "0", y2: "6", stroke: "#b0b0b0", "stroke-width": "2" }, pat);
       var grid = el("g", {}, svg), gap = cell >= 14 ? 1 : 0;
       cells = []; rowLabels = [];
       for (var i = 0; i < T; i++) for (var j = 0; j < T; j++) {
@@ -439,7 +480,7 @@
       var s = S.sampling;
       root.setAttribute("data-state", ["ids=" + hashIds(S.ids), "n=" + S.ids.length, "generated=" + (S.ids.length - S.nPrompt),
         "layer=" + S.layer, "head=" + S.head, "row=" + S.row, "temperature=" + s.temperature, "top_k=" + s.topK,
-        "top_p=" + s.topP, "seed=" + s.seed].join(";"));
+        "top_p=" + s.topP, "seed=" + s.seed, "off=" + (offList().join(",") || "none")].join(";"));
     }
 
     /* ---- next-token probabilities ---- */
@@ -536,10 +577,15 @@
       div("attnlib-value", line, lines[1], "b");
       if (lines[2]) div("attnlib-tip-where", tip, lines[2]);
       tip.style.display = "block";
+      /* beside the target, never above the drawing it belongs to: the text box, the sliders and the
+         title stay readable */
       var rb = root.getBoundingClientRect(), cb = target.getBoundingClientRect();
+      var home = target.closest ? target.closest(".attnlib-figure, .attnlib-live-kvbox") : null;
+      var floor = home ? home.getBoundingClientRect().top - rb.top : 0;
       var x = cb.right - rb.left + 8, y = cb.top - rb.top - tip.offsetHeight - 6;
       if (x + tip.offsetWidth > root.clientWidth) x = Math.max(0, cb.left - rb.left - tip.offsetWidth - 8);
-      if (y < 0) y = cb.bottom - rb.top + 6;
+      if (x + tip.offsetWidth > root.clientWidth) x = Math.max(0, root.clientWidth - tip.offsetWidth);
+      if (y < floor) y = cb.bottom - rb.top + 6;
       tip.style.left = x + "px"; tip.style.top = y + "px";
     }
     function showTip(n) {
@@ -567,8 +613,8 @@
     /* for the tests and the curious: the same functions the page uses */
     root.attnlibLive = {
       encode: function (text) { return encode(text); },
-      forward: function (ids) {
-        var r = run(ids);
+      forward: function (ids, off) {
+        var r = run(ids, off || allOn());
         return { logits: r.logits.map(function (a) { return Array.from(a); }),
           attentions: r.att.map(function (l) { return l.map(function (h) { return h.map(function (row) { return Array.from(row); }); }); }) };
       },
@@ -578,10 +624,38 @@
         return best;
       },
       cacheRows: function () { return S.runner ? S.runner.n : 0; },
+      /* the laboratory's computations, for the tests: off[l][h] = 0 switches a head off */
+      lens: function (ids, pos, off) { return trace(ids, pos, off || allOn()).lens.map(function (z) { return Array.from(softmax(z)); }); },
+      trace: function (ids, pos, off) {
+        return trace(ids, pos, off || allOn()).steps.map(function (st) {
+          var o = { key: st.key, layer: st.layer, fn: st.fn };
+          if (st.rows) o.rows = st.rows.map(function (r) { return [r[0], Array.from(r[1])]; });
+          if (st.weights) o.weights = st.weights.map(function (r) { return Array.from(r); });
+          if (st.logits) o.logits = Array.from(st.logits);
+          return o;
+        });
+      },
+      greedy: function (ids, n, off) { return greedy(ids, n, off || allOn()); },
       distribution: function (z, s) { return Array.from(distribution(Float64Array.from(z), s)); }
     };
+    /* what the laboratory panels (live_lab.js) read and set */
+    var api = { P: P, c: c, root: root, uid: uid, palette: palette, encode: encode, trace: trace, greedy: greedy, softmax: softmax,
+      argmax: argmax, allOn: allOn, state: function () { return S; }, setOff: setOff, offList: offList, nOff: nOff,
+      onChange: function (f) { listeners.push(f); },
+      setText: function (text) { input.value = text; restart(); },
+      show: function (layer, head) { S.layer = layer; S.head = head; layerRange.value = String(layer); headRange.value = String(head);
+        layerRange.dispatchEvent(new Event("input")); headRange.dispatchEvent(new Event("input")); } };
     readSampling();
     restart();
+    if (P.lab && window.attnlibLiveLab) window.attnlibLiveLab(api);
+    if (typeof ResizeObserver !== "undefined") {
+      var lastW = root.clientWidth, pending = false;
+      new ResizeObserver(function () {
+        if (pending) return;
+        pending = true;
+        requestAnimationFrame(function () { pending = false; if (Math.abs(root.clientWidth - lastW) > 8) { lastW = root.clientWidth; build(); } });
+      }).observe(root);
+    }
   }
 
   var me = document.currentScript, uid = null;

@@ -13,7 +13,7 @@ import base64
 import hashlib
 import html
 import math
-from typing import Any, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
@@ -140,10 +140,11 @@ class LiveModel(HtmlOutput):
         fragment = (
             f'<div class="attnlib-explorer attnlib-live" id="attnlib-live-{self.uid}" '
             f'data-attnlib-uid="{self.uid}" data-state="" role="group" aria-label="{title}">'
-            f"<style>{_asset('explorer.css')}{_asset('live.css')}</style>"
+            f"<style>{_asset('explorer.css')}{_asset('kit.css')}{_asset('live.css')}</style>"
             f'<div class="attnlib-noscript">{self._fallback}</div>'
             f'<script type="application/json" class="attnlib-live-data">{self._json}</script>'
-            f"<script>{_asset('heatmap_keys.js')}\n{_asset('live.js')}</script>"
+            f"<script>{_asset('engine.js')}\n{_asset('kit.js')}\n{_asset('heatmap_keys.js')}\n"
+            f"{_asset('live_lab.js')}\n{_asset('live.js')}</script>"
             "</div>"
         )
         if not full_page:
@@ -153,7 +154,8 @@ class LiveModel(HtmlOutput):
 
 def live_model(gpt: GPT, tokenizer: CharTokenizer, *, title: Optional[str] = None,
                prompt: str = "And God said", weights: str = "float16", temperature: float = 0.8,
-               top_k: int = 10, top_p: float = 1.0, seed: int = 0, cmap: Optional[str] = None) -> LiveModel:
+               top_k: int = 10, top_p: float = 1.0, seed: int = 0, cmap: Optional[str] = None,
+               lab: bool = True, experiments: Optional[Sequence[Mapping[str, Any]]] = None) -> LiveModel:
     """Export a small trained GPT and its character tokenizer to a live page.
 
     Args:
@@ -163,6 +165,15 @@ def live_model(gpt: GPT, tokenizer: CharTokenizer, *, title: Optional[str] = Non
         weights: "float16" (half the bytes; LayerNorm and biases stay float32) or "float32".
         temperature, top_k, top_p, seed: the sampling controls' starting values (top_k 0 = off).
         cmap: a matplotlib colormap name for the attention (default viridis).
+        lab: add the laboratory under the model: switch heads off (each head's output zeroed before
+            out_proj) and compare the next-token probabilities and the greedy continuation; the
+            logit lens (norm_f and lm_head after every layer); one token through the network, step
+            by step, with each step's numbers, shape and attnlib module.
+        experiments: guided experiments for the laboratory, each a dict with ``sentence`` (what to
+            try, shown with a button that sets it up) and any of ``text`` (the text to type),
+            ``off`` (heads to switch off, [(layer, head)], counted from 0), ``show`` ((layer, head)
+            drawn in the model's matrix), ``lens`` (the position the lens shows; -1 = the last) and
+            ``step`` ((step name, layer) where the step-through starts, e.g. ("weights", 0)).
 
     Returns:
         A ``LiveModel``; display it. ``.reference_model()`` is a GPT with the shipped weights.
@@ -208,11 +219,60 @@ def live_model(gpt: GPT, tokenizer: CharTokenizer, *, title: Optional[str] = Non
         "vocab": list(tokenizer.itos), "weightsDtype": weights, "tensors": index, "blob": blob,
         "prompt": prompt, "sampling": {"temperature": float(temperature), "topK": int(top_k),
                                        "topP": float(top_p), "seed": int(seed)},
-        "palette": _palette(cmap or "viridis"),
+        "palette": _palette(cmap or "viridis"), "paletteDiv": _palette("RdBu_r"),
+        "lab": bool(lab), "experiments": _experiments(experiments, cfg, tokenizer),
     }
     live = LiveModel(payload, gpt, values, "")
     live._fallback = _fallback(live, prompt, prompt_ids, tokenizer)
     return live
+
+
+STEPS = ("embed", "norm1", "qkv", "weights", "out", "add1", "norm3", "ffn1", "ffn2", "normf", "logits")
+
+
+def _experiments(experiments: Any, cfg: Any, tok: CharTokenizer) -> list[dict[str, Any]]:
+    """Checked guided experiments (see live_model), as the page reads them."""
+    if experiments is None:
+        return []
+    out = []
+    for n, e in enumerate(experiments):
+        where = f"experiments[{n}]"
+        if not isinstance(e, Mapping) or not isinstance(e.get("sentence"), str):
+            raise TypeError(f"{where} must be a dict with a 'sentence' string, got {e!r}")
+        unknown = set(e) - {"sentence", "text", "off", "show", "lens", "step"}
+        if unknown:
+            raise ValueError(f"{where} has unknown keys {sorted(unknown)}")
+        x: dict[str, Any] = {"sentence": e["sentence"]}
+        if "text" in e:
+            try:
+                ids = tok.encode(e["text"])
+            except ValueError as err:
+                raise ValueError(f"{where}: text: {err}") from None
+            if not 0 < len(ids) <= cfg.max_len:
+                raise ValueError(f"{where}: text has {len(ids)} tokens; it needs 1 to max_len={cfg.max_len}")
+            x["text"] = e["text"]
+        for key in ("off", "show"):
+            pairs = e.get(key, [] if key == "off" else None)
+            if pairs is None:
+                continue
+            pairs = [pairs] if key == "show" else list(pairs)
+            for lh in pairs:
+                if (len(lh) != 2 or any(as_int(v) is None for v in lh)
+                        or not (0 <= int(lh[0]) < cfg.n_layers and 0 <= int(lh[1]) < cfg.n_heads)):
+                    raise ValueError(f"{where}: {key} needs (layer, head) pairs with 0 <= layer < {cfg.n_layers} "
+                                     f"and 0 <= head < {cfg.n_heads} (counted from 0), got {lh!r}")
+            x[key] = [[int(a), int(b)] for a, b in pairs] if key == "off" else [int(v) for v in pairs[0]]
+        if e.get("lens") is not None:
+            if as_int(e["lens"]) is None:
+                raise TypeError(f"{where}: lens must be a position (int), got {e['lens']!r}")
+            x["lens"] = int(e["lens"])
+        if e.get("step") is not None:
+            name, layer = e["step"]
+            if name not in STEPS or as_int(layer) is None:
+                raise ValueError(f"{where}: step must be (name, layer) with a name among {STEPS}, got {e['step']!r}")
+            x["step"] = [name, int(layer)]
+        out.append(x)
+    return out
 
 
 def _fallback(live: LiveModel, prompt: str, ids: list[int], tok: CharTokenizer) -> str:
