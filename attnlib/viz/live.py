@@ -22,7 +22,7 @@ from .._checks import as_int, as_real
 from ..models import GPT
 from ..tokenizers import CharTokenizer
 from ._common import HtmlOutput, standalone_page
-from .explorer import _asset, _json_for_script, _palette
+from .explorer import _RENDERED, _asset, _json_for_script, _palette
 
 __all__ = ["LiveModel", "live_model"]
 
@@ -121,7 +121,7 @@ class LiveModel(HtmlOutput):
     @property
     def nbytes(self) -> int:
         """Size of the HTML fragment in bytes (what one page carries)."""
-        return len(self.to_html().encode("utf-8"))
+        return len(self._fragment(f"attnlib-live-{self.uid}").encode("utf-8"))
 
     def reference_model(self) -> GPT:
         """A copy of the GPT holding exactly the shipped (dequantized) weights: what the page computes."""
@@ -135,10 +135,22 @@ class LiveModel(HtmlOutput):
         return ref
 
     def to_html(self, *, full_page: bool = False) -> str:
-        """The self-contained fragment; ``full_page=True`` wraps it in a minimal HTML document."""
+        """The self-contained fragment; ``full_page=True`` wraps it in a minimal HTML document. A
+        second copy shown in one kernel gets the root id suffix "-2", "-3", ... (as an explorer)."""
+        root_id = f"attnlib-live-{self.uid}"
+        if not full_page:
+            _RENDERED[self.uid] += 1
+            if _RENDERED[self.uid] > 1:
+                root_id += f"-{_RENDERED[self.uid]}"
+        fragment = self._fragment(root_id)
+        if not full_page:
+            return fragment
+        return standalone_page(fragment, html.escape(self.payload["title"]), 760)
+
+    def _fragment(self, root_id: str) -> str:
         title = html.escape(self.payload["title"])
-        fragment = (
-            f'<div class="attnlib-explorer attnlib-live" id="attnlib-live-{self.uid}" '
+        return (
+            f'<div class="attnlib-explorer attnlib-live" id="{root_id}" '
             f'data-attnlib-uid="{self.uid}" data-state="" role="group" aria-label="{title}">'
             f"<style>{_asset('explorer.css')}{_asset('kit.css')}{_asset('live.css')}</style>"
             f'<div class="attnlib-noscript">{self._fallback}</div>'
@@ -147,9 +159,6 @@ class LiveModel(HtmlOutput):
             f"{_asset('live_lab.js')}\n{_asset('live.js')}</script>"
             "</div>"
         )
-        if not full_page:
-            return fragment
-        return standalone_page(fragment, title, 760)
 
 
 def live_model(gpt: GPT, tokenizer: CharTokenizer, *, title: Optional[str] = None,
@@ -284,6 +293,6 @@ def _fallback(live: LiveModel, prompt: str, ids: list[int], tok: CharTokenizer) 
         out = ref(torch.tensor([ids]), need_weights=True)
     weights = out.attentions[0][0, 0].double().numpy()  # (T, T)
     probs = torch.softmax(out.logits[0, -1].double(), -1)
-    top = torch.topk(probs, 5)
+    top = torch.topk(probs, min(5, probs.numel()))
     nxt = [(tok.itos[int(i)], float(p)) for p, i in zip(top.values, top.indices)]
     return static_picture(weights, list(prompt), nxt, live.payload["palette"], live.payload["title"])

@@ -6,6 +6,7 @@ bool (True = may attend), additive float (0 / -inf), nn.MultiheadAttention's boo
 blocked) and Hugging Face's attention_mask (1 = real token, one flag per key)."""
 from __future__ import annotations
 
+import html
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -75,10 +76,10 @@ def _still(st: dict[str, Any], palette: str, title: str) -> str:
                      footer="key (grey: blocked by the mask, weight 0)")
     dead = [t for t, row in zip(st["tokens"], m.tolist()) if not any(row)]
     note = (f" Queries with no key to attend to (weights zero): {', '.join(dead)}." if dead else "")
-    return ("<p style='margin:0 0 6px'>Interactive mask explorer: you click cells of the mask and the "
-            "weights are recomputed. Scripts do not run here, so this is a still picture of its first "
-            f"state ({st['name']}).{note} In Jupyter, run the cell or trust the notebook; in the book, "
-            f"allow JavaScript.</p>{svg}")
+    return ("<p style='margin:0 0 6px'>" + html.escape(
+        "Interactive mask explorer: you click cells of the mask and the weights are recomputed. Scripts "
+        f"do not run here, so this is a still picture of its first state ({st['name']}).{note} In Jupyter, "
+        "run the cell or trust the notebook; in the book, allow JavaScript.") + f"</p>{svg}")
 
 
 def mask_explorer(query: Any, keys: Any, tokens: Sequence[str], *, pad: Any = None, causal: bool = True,
