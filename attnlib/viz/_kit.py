@@ -107,7 +107,7 @@ class KitOutput(HtmlOutput):
         fragment = (
             f'<div class="{self.ROOT} attnlib-kit attnlib-{self.kind}" id="{root_id}" '
             f'data-attnlib-uid="{self.uid}" data-state="" role="group" aria-label="{label}">'
-            f"<style>{_asset('explorer.css')}{_asset('kit.css')}</style>"
+            f"<style>{_asset('explorer.css')}{_asset('kit.css')}{_asset(self.kind + '.css')}</style>"
             f'<div class="attnlib-noscript">{self.still}</div>'
             f'<script type="application/json" class="{self.DATA}">{self._json}</script>'
             f"<script>{scripts}</script></div>"
