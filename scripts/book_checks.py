@@ -14,13 +14,29 @@
    of the same Font Awesome path (read from that script): a few kB, and no icon font is fetched
    for them (the theme's webfonts, and the widget manager's Font Awesome 5 that claims the same
    class names, cost 0.1-0.3 MB a page).
+4. ``SetupCellAfterIntro``: a chapter's first cell (the setup cell: Colab install, imports, seed;
+   folded by its ``hide-input`` tag) stays first in the notebook, where Colab and JupyterLab need
+   it, but on the book's page it moves from above the title to the end of the chapter's
+   introduction (before its first section), so that a chapter opens with its title.
+5. ``ChapterOpener``: a chapter opens with a picture. When its first diagram (book/figures/*.svg)
+   comes only in a later section, the diagram is also shown under the chapter's first paragraph,
+   at the size of the first screen, with a link to the section that explains it. A chapter that
+   already places a diagram in its introduction is left as it is.
+6. ``NarrowDiagrams`` / ``DiagramPictures``: a diagram with a narrow layout (book/figures/
+   X.narrow.svg, written by scripts/make_diagrams.py) is shown as ``<picture>``: the narrow file
+   on screens under 600 px, the wide one elsewhere; the browser fetches only the one it shows.
 """
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from pathlib import Path
 
+from docutils import nodes
+from sphinx.transforms import SphinxTransform
+from sphinx.transforms.post_transforms import SphinxPostTransform
+from sphinx.util.osutil import relative_uri
 from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
@@ -163,7 +179,121 @@ def write_icons_css(app, exception) -> None:
     (out / "_static" / ICONS_CSS).write_text(css, encoding="utf-8")
 
 
+class SetupCellAfterIntro(SphinxTransform):
+    """Move a notebook page's leading setup cell below its title and introduction."""
+
+    default_priority = 500
+
+    def apply(self, **kwargs) -> None:
+        doc = self.document
+        sections = [c for c in doc.children if isinstance(c, nodes.section)]
+        if not sections:
+            return
+        chapter = sections[0]
+        leading = doc.children[: doc.children.index(chapter)]
+        cells = [c for c in leading if isinstance(c, nodes.container)
+                 and c.get("nb_element") == "cell_code" and c.get("cell_index") == 0]
+        if not cells:
+            return
+        cell = cells[0]
+        doc.remove(cell)
+        first_section = next((i for i, c in enumerate(chapter.children)
+                              if isinstance(c, nodes.section)), len(chapter.children))
+        chapter.insert(first_section, cell)
+        cell["classes"].append("attnlib-setup-cell")
+
+
+class ChapterOpener(SphinxTransform):
+    """Preview a chapter's first diagram under its first paragraph (see the module docstring)."""
+
+    default_priority = 510
+
+    def apply(self, **kwargs) -> None:
+        if not self.env.docname.startswith("notebooks/"):
+            return
+        sections = [c for c in self.document.children if isinstance(c, nodes.section)]
+        if not sections:
+            return
+        chapter = sections[0]
+        diagrams = [img for img in chapter.findall(nodes.image)
+                    if "book/figures/" in img.get("uri", "")]
+        if not diagrams:
+            return
+        first = diagrams[0]
+        home = first.parent
+        while home is not None and not isinstance(home, nodes.section):
+            home = home.parent
+        if home is chapter or home is None:
+            return  # already in the introduction
+        intro = next((i for i, c in enumerate(chapter.children) if isinstance(c, nodes.paragraph)),
+                     None)
+        if intro is None or not home.get("ids"):
+            return
+        image = first.deepcopy()
+        image["classes"] = [*image.get("classes", []), "attnlib-opener-image"]
+        note = nodes.paragraph(classes=["attnlib-opener-note"])
+        ref = nodes.reference("", "", internal=True, refid=home["ids"][0])
+        ref += nodes.Text(home[0].astext() if len(home) and isinstance(home[0], nodes.title) else "")
+        note += [nodes.Text("The chapter in one picture; it is explained in "), ref, nodes.Text(".")]
+        box = nodes.container(classes=["attnlib-opener"])
+        box += [nodes.paragraph("", "", image), note]
+        chapter.insert(intro + 1, box)
+
+
+NARROW_MEDIA = "(max-width: 599px)"
+
+
+class NarrowDiagrams(SphinxTransform):
+    """Mark each diagram that has a narrow layout, and make Sphinx copy that file too."""
+
+    default_priority = 520  # after ChapterOpener, whose copies are marked as well
+
+    def apply(self, **kwargs) -> None:
+        here = posixpath.dirname(self.env.docname)
+        for img in self.document.findall(nodes.image):
+            uri = posixpath.normpath(posixpath.join(here, img.get("uri", "")))
+            if not (uri.startswith("book/figures/") and uri.endswith(".svg")) or \
+                    uri.endswith(".narrow.svg"):
+                continue
+            narrow = uri[:-4] + ".narrow.svg"
+            if not (Path(self.app.srcdir) / narrow).is_file():
+                continue
+            self.env.images.add_file(self.env.docname, narrow)
+            self.env.note_dependency(narrow)
+            img["attnlib_narrow"] = narrow
+
+
+class DiagramPictures(SphinxPostTransform):
+    """Wrap each marked diagram in <picture> with a <source> for narrow screens."""
+
+    default_priority = 200
+    formats = ("html",)
+
+    def run(self, **kwargs) -> None:
+        builder = self.app.builder
+        images = getattr(builder, "images", None)
+        if images is None:
+            return
+        for img in list(self.document.findall(nodes.image)):
+            narrow = img.get("attnlib_narrow")
+            if not narrow or narrow not in self.env.images:
+                continue
+            images[narrow] = self.env.images[narrow][1]  # copied to _images with the others
+            url = relative_uri(builder.get_target_uri(self.env.docname),
+                               f"{builder.imagedir}/{images[narrow]}")
+            parent = img.parent
+            at = parent.index(img)
+            parent.insert(at, nodes.raw("", f'<picture class="attnlib-diagram-picture"><source '
+                                            f'media="{NARROW_MEDIA}" srcset="{url}">', format="html"))
+            parent.insert(at + 2, nodes.raw("", "</picture>", format="html"))
+            img["classes"] = [*img.get("classes", []), "attnlib-diagram"]
+
+
 def setup(app):
+    app.add_transform(SetupCellAfterIntro)
+    app.add_transform(ChapterOpener)
+    app.add_transform(NarrowDiagrams)
+    app.add_post_transform(DiagramPictures)
     app.add_css_file(ICONS_CSS)
     app.connect("build-finished", write_icons_css)
     app.connect("builder-inited", add_template_filters)

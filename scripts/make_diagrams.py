@@ -14,7 +14,11 @@ whole book:
 - every diagram sits on its own light rounded card, so it reads the same in the book's light and
   dark themes (the dark theme dims images a little and gives them a white background), in
   JupyterLab and on GitHub; all text is SVG text (searchable, selectable, scalable);
-- each file carries a <title> and <desc>; the notebooks give the same alt text.
+- each file carries a <title> and <desc>; the notebooks give the same alt text;
+- on a phone a diagram is not shrunk until its labels are 7 px high: a diagram with a narrow
+  layout (``NARROW`` below) also gets ``<name>.narrow.svg``, at most 360 px wide, made of
+  pieces of the wide drawing stacked top to bottom (its panels one under another) and its long
+  lines of text wrapped; the book shows it below 600 px of screen (scripts/book_checks.py).
 """
 from __future__ import annotations
 
@@ -91,6 +95,7 @@ class Svg:
     def __init__(self, name: str, width: int, height: int, title: str, desc: str):
         self.name, self.w, self.h, self.title, self.desc = name, width, height, title, desc
         self.parts: list[str] = []
+        self.texts: list[dict] = []  # every text() call, for the narrow layout's wrapped lines
 
     # -- primitives
     def text(self, x, y, s, size=16, anchor="middle", color=INK, weight="normal", italic=False,
@@ -101,6 +106,8 @@ class Svg:
             style += (' stroke="#ffffff" stroke-width="5" stroke-linejoin="round"'
                       ' paint-order="stroke"')
         bold = f' font-weight="{weight}"' if weight != "normal" else ""
+        self.texts.append(dict(x=x, y=y, s=s, size=size, color=color, weight=weight,
+                               italic=italic, part=len(self.parts)))
         self.parts.append(
             f'<text x="{x}" y="{y}" font-size="{size}" text-anchor="{anchor}" fill="{color}"'
             f'{bold}{style}>{rich(s, size)}</text>')
@@ -147,6 +154,99 @@ class Svg:
     def raw(self, s: str):
         self.parts.append(s)
 
+    def defs(self) -> str:
+        return (
+            '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="10"'
+            ' markerHeight="10" markerUnits="userSpaceOnUse" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z"'
+            f' fill="{INK}"/></marker>'
+            '<pattern id="blocked" width="7" height="7" patternUnits="userSpaceOnUse"'
+            ' patternTransform="rotate(45)"><rect width="7" height="7" fill="#c4c4c4"/>'
+            '<line x1="0" y1="0" x2="0" y2="7" stroke="#7a7a7a" stroke-width="2.2"/></pattern>')
+
+    def render_narrow(self, pieces: list[tuple]) -> str:
+        """The narrow layout: ``pieces`` stacked top to bottom, centred in a NARROW_W card.
+
+        ("crop", x0, y0, x1, y1[, scale][, {"hide": [(ya, yb), ...]}]): that region of the wide
+        drawing, without the texts whose baseline lies in a hidden band (set them again with a
+        "wrap"); ("row", crop, crop, ...[, {"scale": s, "hide": ...}]): crops (x0, y0, x1, y1)
+        side by side, top-aligned; ("wrap", y0, y1[, x0, x1]): the texts whose baseline lies in
+        [y0, y1] (and anchor in [x0, x1]), each set again as lines that fit the card; ("label",
+        text, size): a centred line, such as the "+" between two matrices; ("rule",): a line.
+        """
+        W, pad = NARROW_W, 10
+        out, y, arts = [], 12, {}
+
+        def art(hide) -> str:
+            """The id of a copy of the drawing without the texts in the hidden bands."""
+            key = tuple(hide)
+            if key not in arts:
+                drop = {t["part"] for t in self.texts if any(a <= t["y"] <= b for a, b in hide)}
+                arts[key] = (f"art{len(arts)}" if key else "art",
+                             "\n".join(p for i, p in enumerate(self.parts) if i not in drop))
+            return arts[key][0]
+
+        for piece in pieces:
+            kind = piece[0]
+            if kind in ("crop", "row"):
+                opts = piece[-1] if isinstance(piece[-1], dict) else {}
+                body = piece[1:-1] if opts else piece[1:]
+                if kind == "crop":
+                    scale = body[4] if len(body) > 4 else opts.get("scale", 1.0)
+                    crops = [tuple(body[:4])]
+                else:
+                    scale, crops = opts.get("scale", 1.0), [tuple(c) for c in body]
+                ref = art(opts.get("hide", []))
+                sizes = [((x1 - x0) * scale, (y1 - y0) * scale) for x0, y0, x1, y1 in crops]
+                total = sum(w for w, _ in sizes) + 8 * (len(crops) - 1)
+                if total > W - 2 * pad + 0.5:
+                    raise ValueError(f"{self.name}: {piece} is {total:.0f} px wide, over "
+                                     f"{W - 2 * pad}")
+                x = (W - total) / 2
+                for (x0, y0, x1, y1), (w, h) in zip(crops, sizes):
+                    out.append(f'<svg x="{x:g}" y="{y:g}" width="{w:g}" height="{h:g}" '
+                               f'viewBox="{x0} {y0} {x1 - x0} {y1 - y0}"><use href="#{ref}"/></svg>')
+                    x += w + 8
+                y += max(h for _, h in sizes) + 6
+            elif kind == "label":
+                text, size = piece[1:3]
+                y += size
+                out.append(f'<text x="{W / 2:g}" y="{y:g}" font-size="{size}" text-anchor="middle"'
+                           f' fill="{INK}">{escape(text)}</text>')
+                y += size * 0.4
+            elif kind == "wrap":
+                y0, y1 = piece[1:3]
+                x0, x1 = piece[3:5] if len(piece) > 3 else (-math.inf, math.inf)
+                chosen = sorted((t for t in self.texts if y0 <= t["y"] <= y1 and x0 <= t["x"] <= x1),
+                                key=lambda t: (t["y"], t["x"]))
+                for t in chosen:
+                    for line in _wrap(t["s"], t["size"], W - 2 * pad):
+                        y += t["size"] * 1.3
+                        bold = f' font-weight="{t["weight"]}"' if t["weight"] != "normal" else ""
+                        it = ' font-style="italic"' if t["italic"] else ""
+                        out.append(f'<text x="{W / 2:g}" y="{y:.1f}" font-size="{t["size"]}" '
+                                   f'text-anchor="middle" fill="{t["color"]}"{bold}{it}>'
+                                   f'{rich(line, t["size"])}</text>')
+                    y += t["size"] * 0.35
+                y += 6
+            elif kind == "rule":
+                y += 4
+                out.append(f'<line x1="{pad + 10}" y1="{y:g}" x2="{W - pad - 10}" y2="{y:g}" '
+                           f'stroke="{CARD_EDGE}" stroke-width="1.5"/>')
+                y += 10
+            else:
+                raise ValueError(f"{self.name}: unknown narrow piece {piece!r}")
+        H = round(y + 8)
+        groups = "".join(f'<g id="{ident}">{body}</g>' for ident, body in arts.values())
+        return (
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}"'
+            f' viewBox="0 0 {W} {H}" role="img" aria-labelledby="title desc"'
+            f' font-family="{FONT}">\n'
+            f'<title id="title">{escape(self.title)}</title>\n'
+            f'<desc id="desc">{escape(self.desc)}</desc>\n'
+            f'{self.defs()}{groups}</defs>\n'
+            f'<rect x="1" y="1" width="{W - 2}" height="{H - 2}" rx="14" fill="{CARD}"'
+            f' stroke="{CARD_EDGE}" stroke-width="1.5"/>\n' + "\n".join(out) + "\n</svg>\n")
+
     def render(self) -> str:
         head = (
             f'<svg xmlns="http://www.w3.org/2000/svg" width="{self.w}" height="{self.h}"'
@@ -164,6 +264,25 @@ class Svg:
             f'<rect x="1" y="1" width="{self.w - 2}" height="{self.h - 2}" rx="14" fill="{CARD}"'
             f' stroke="{CARD_EDGE}" stroke-width="1.5"/>\n')
         return head + "\n".join(self.parts) + "\n</svg>\n"
+
+
+NARROW_W = 360  # the narrow layout's width: a phone's column (390 px screen) shows it at 1:1
+
+
+def _wrap(s: str, size: float, width: float) -> list[str]:
+    """Split a label into lines of at most ``width`` px (DejaVu Sans: ~0.6 em per character;
+    sub/superscript markup counts as the characters it shows)."""
+    shown = lambda part: len(re.sub(r"(?<!\\)[_^]\{?|[{}]|\\", "", part))
+    limit = max(8, int(width / (0.6 * size)))
+    lines, line = [], ""
+    for word in s.split(" "):
+        trial = f"{line} {word}" if line else word
+        if line and shown(trial) > limit:
+            lines.append(line)
+            line = word
+        else:
+            line = trial
+    return lines + ([line] if line else [])
 
 
 def shade(hex_color: str, t: float) -> str:
@@ -1226,12 +1345,83 @@ DIAGRAMS = [tokenize_pipeline, embedding_position, attention_shapes, weighted_av
             rope_rotation, gqa_heads, tiled_softmax, smollm2_block, mask_polarity]
 
 
+# Narrow layouts (phones): pieces of the wide drawing, top to bottom (see Svg.render_narrow).
+# Coordinates are the wide drawing's; a test checks that every piece's text stays inside it.
+NARROW: dict[str, list[tuple]] = {
+    "causal_mask_added": [("wrap", 30, 45, 0, 270), ("crop", 20, 50, 250, 245), ("label", "+", 26),
+                          ("wrap", 30, 45, 280, 460), ("crop", 285, 50, 455, 245),
+                          ("label", "↓", 26), ("wrap", 30, 45, 480, 700), ("crop", 492, 50, 680, 245),
+                          ("wrap", 260, 340)],
+    "padding_mask": [("crop", 20, 10, 345, 135), ("crop", 390, 10, 580, 135), ("wrap", 150, 170),
+                     ("crop", 20, 172, 345, 364), ("crop", 400, 172, 630, 364),
+                     ("crop", 125, 364, 545, 404, 0.8)],
+    "heads_split_merge": [("crop", 20, 8, 300, 460), ("rule",), ("crop", 355, 8, 665, 430),
+                          ("wrap", 460, 515)],
+    "pre_post_norm": [("crop", 30, 5, 310, 575), ("rule",), ("crop", 360, 5, 660, 598),
+                      ("crop", 30, 610, 470, 650, 0.77)],
+    "encoder_decoder": [("crop", 55, 10, 360, 430), ("crop", 350, 10, 625, 480),
+                        ("wrap", 485, 535)],
+    "kv_cache": [("crop", 20, 8, 236, 535), ("rule",), ("crop", 244, 8, 454, 535), ("rule",),
+                 ("crop", 460, 8, 675, 535), ("wrap", 545, 570)],
+    "gqa_heads": [("crop", 8, 12, 232, 340), ("rule",), ("crop", 238, 12, 462, 340), ("rule",),
+                  ("crop", 468, 12, 692, 340), ("wrap", 350, 460)],
+    "tiled_softmax": [("wrap", 10, 40), ("crop", 40, 46, 274, 280), ("crop", 270, 46, 499, 280),
+                      ("crop", 497, 46, 690, 305), ("rule",), ("wrap", 320, 450)],
+    "mask_polarity": [("crop", 262, 12, 470, 282), ("crop", 8, 12, 224, 282),
+                      ("crop", 476, 12, 728, 282), ("wrap", 295, 350), ("crop", 190, 364, 470, 402)],
+    "weighted_average": [("crop", 20, 10, 404, 356, 0.88), ("crop", 410, 10, 634, 356),
+                         ("crop", 22, 362, 258, 415), ("crop", 400, 362, 636, 422)],
+    "rope_rotation": [("crop", 20, 10, 345, 345), ("crop", 355, 10, 690, 345), ("wrap", 350, 380),
+                      ("crop", 110, 380, 330, 410), ("crop", 370, 380, 600, 410), ("rule",),
+                      ("crop", 15, 425, 320, 515), ("crop", 370, 425, 690, 520),
+                      ("row", (25, 522, 95, 622), (165, 522, 295, 622)),
+                      ("row", (25, 522, 95, 622), (325, 522, 625, 622), {"scale": 0.88}),
+                      ("wrap", 630, 655)],
+    "smollm2_block": [("crop", 176, 5, 470, 225), ("wrap", 160, 175, 60, 180),
+                      ("wrap", 240, 252), ("crop", 80, 255, 382, 365), ("crop", 382, 255, 530, 365),
+                      ("wrap", 370, 430), ("crop", 220, 432, 390, 530), ("wrap", 560, 575),
+                      ("crop", 100, 576, 510, 610, 0.82), ("wrap", 615, 655),
+                      ("crop", 200, 660, 610, 880, 0.82)],
+    "attention_shapes": [("crop", 190, 20, 440, 95), ("row", (50, 100, 220, 265), (230, 100, 400, 265),
+                                                         {"scale": 0.95}),
+                         ("crop", 410, 100, 580, 265), ("crop", 120, 265, 570, 590, 0.75),
+                         ("crop", 240, 600, 450, 685), ("wrap", 690, 712)],
+    "embedding_position": [("row", (20, 10, 110, 280), (180, 10, 528, 280), {"scale": 0.755}),
+                           ("wrap", 115, 200, 530, 700), ("crop", 280, 285, 570, 358),
+                           ("wrap", 360, 420)],
+    "tokenize_pipeline": [("crop", 220, 15, 575, 110, 0.95, {"hide": [(90, 106)]}),
+                          ("wrap", 90, 106),
+                          ("row", (15, 120, 95, 420), (105, 120, 399, 420),
+                           {"scale": 0.88, "hide": [(180, 190), (250, 260)]}),
+                          ("row", (15, 120, 95, 420), (401, 120, 695, 420),
+                           {"scale": 0.88, "hide": [(180, 190), (250, 260)]}),
+                          ("wrap", 180, 190), ("wrap", 250, 260), ("wrap", 430, 470)],
+    "sentence_embedding": [("crop", 40, 18, 330, 80), ("crop", 330, 18, 626, 80), ("wrap", 100, 135),
+                           ("wrap", 165, 175), ("crop", 40, 178, 330, 312),
+                           ("crop", 330, 178, 626, 350), ("crop", 196, 352, 512, 412),
+                           ("wrap", 425, 445)],
+    "shifted_targets": [("wrap", 30, 45, 0, 265), ("crop", 268, 16, 542, 54),
+                        ("row", (25, 70, 200, 115), (268, 60, 542, 122), {"scale": 0.74}),
+                        ("crop", 118, 128, 472, 440, 0.93), ("wrap", 290, 330, 0, 110),
+                        ("crop", 55, 440, 510, 470, 0.74), ("wrap", 480, 500)],
+    "teacher_forcing_cross": [("wrap", 40, 70, 0, 215), ("crop", 236, 28, 479, 72),
+                              ("crop", 479, 28, 682, 72), ("wrap", 110, 145, 230, 710),
+                              ("wrap", 180, 300, 0, 200), ("crop", 236, 165, 479, 300),
+                              ("crop", 479, 165, 682, 300), ("wrap", 305, 325), ("rule",),
+                              ("wrap", 350, 370), ("crop", 18, 380, 245, 595),
+                              ("crop", 290, 364, 512, 594, {"hide": [(355, 370)]}), ("wrap", 420, 540, 520, 720),
+                              ("wrap", 600, 612), ("wrap", 620, 665)],
+}
+
+
 def build() -> dict[str, str]:
-    """Every diagram, as {file name: SVG text}."""
+    """Every diagram, as {file name: SVG text}; a narrow layout too where NARROW has one."""
     out = {}
     for make in DIAGRAMS:
         svg = make()
         out[f"{svg.name}.svg"] = svg.render()
+        if svg.name in NARROW:
+            out[f"{svg.name}.narrow.svg"] = svg.render_narrow(NARROW[svg.name])
     return out
 
 

@@ -2,7 +2,9 @@
 
 Every figure a chapter or page references exists, is valid SVG with its text as <text> elements
 (not outlined paths), has a title and alt text; every SVG in book/figures is used somewhere; and
-the committed files are exactly what the script writes (so they can be regenerated).
+the committed files are exactly what the script writes (so they can be regenerated). Every
+diagram has a narrow layout for phones (X.narrow.svg) at most 360 px wide whose text keeps its
+size, and, measured in Chromium, no piece of it cuts a label of the wide drawing in two.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
 FIGURES = ROOT / "book" / "figures"
 SVG_NS = "{http://www.w3.org/2000/svg}"
 # ![alt](path) in markdown; ```{figure} path / :::{figure} path (MyST) with an :alt: option
@@ -89,7 +92,13 @@ def figure_problems(root: Path) -> list[str]:
         if target.suffix == ".svg":
             problems += svg_problems(target)
     for svg in sorted((root / "book" / "figures").glob("*.svg")):
-        if svg.resolve() not in used:
+        if svg.name.endswith(".narrow.svg"):  # the phone layout of X.svg, shown in its place
+            wide = svg.with_name(svg.name[: -len(".narrow.svg")] + ".svg")
+            if not wide.is_file():
+                problems.append(f"book/figures/{svg.name} has no wide diagram {wide.name}")
+            else:
+                problems += svg_problems(svg)
+        elif svg.resolve() not in used:
             problems.append(f"book/figures/{svg.name} is not referenced by any chapter or page")
     return problems
 
@@ -122,6 +131,68 @@ def test_qkv_colours_are_the_same_in_every_diagram():
         stroke, fill = make_diagrams.COLORS[role]
         assert stroke in text and fill in text, f"{role}'s colours are not used"
     assert len({make_diagrams.COLORS[r] for r in "QKV"}) == 3
+
+
+def _make_diagrams():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import make_diagrams
+
+    return make_diagrams
+
+
+def test_every_diagram_has_a_narrow_layout_that_keeps_its_text_size():
+    """Phones (a 390 px screen: a 358 px column) show X.narrow.svg at its own size, so its text
+    is as large as it is drawn: 360 px wide at most, no crop scaled below 0.74 (a 13 px label
+    stays ~9.6 px), and every wide diagram has one."""
+    md = _make_diagrams()
+    wide = sorted(p.name[:-4] for p in FIGURES.glob("*.svg") if not p.name.endswith(".narrow.svg"))
+    assert sorted(md.NARROW) == wide, "every diagram needs a NARROW layout in make_diagrams.py"
+    for name, pieces in md.NARROW.items():
+        root = ET.parse(FIGURES / f"{name}.narrow.svg").getroot()
+        assert float(root.get("width")) <= 360, name
+        for piece in pieces:
+            opts = piece[-1] if isinstance(piece[-1], dict) else {}
+            if piece[0] == "crop" and len(piece) > 5 and not isinstance(piece[5], dict):
+                assert piece[5] >= 0.74, (name, piece)
+            assert opts.get("scale", 1.0) >= 0.74, (name, piece)
+
+
+def _crops(pieces) -> list[tuple[tuple[float, float, float, float], list]]:
+    """((x0, y0, x1, y1), hidden bands) of every crop of a narrow layout."""
+    out = []
+    for piece in pieces:
+        opts = piece[-1] if isinstance(piece[-1], dict) else {}
+        body = piece[1:-1] if opts else piece[1:]
+        if piece[0] == "crop":
+            out.append((tuple(body[:4]), opts.get("hide", [])))
+        elif piece[0] == "row":
+            out += [(tuple(c[:4]), opts.get("hide", [])) for c in body]
+    return out
+
+
+def test_narrow_layouts_cut_no_label():
+    """Each crop of a narrow layout shows a wide diagram's labels whole or not at all (a label it
+    would cut must lie in one of its hidden bands and be set again as a wrapped line). Measured
+    with the browser's own text metrics, as a reader's screen draws them."""
+    from _browser import chromium_driver
+
+    md = _make_diagrams()
+    with chromium_driver("900,900") as d:
+        for name, pieces in md.NARROW.items():
+            d.get((FIGURES / f"{name}.svg").as_uri())
+            boxes = d.execute_script(
+                "return Array.from(document.querySelectorAll('text')).map(t => {"
+                " const b = t.getBBox(); return [b.x, b.y, b.x + b.width, b.y + b.height,"
+                " parseFloat(t.getAttribute('y')), t.textContent]; });")
+            for (x0, y0, x1, y1), hide in _crops(pieces):
+                for bx0, by0, bx1, by1, base, text in boxes:
+                    if any(a <= base <= b for a, b in hide):
+                        continue
+                    overlaps = bx1 > x0 and bx0 < x1 and by1 > y0 and by0 < y1
+                    inside = bx0 >= x0 - 0.5 and bx1 <= x1 + 0.5 and by0 >= y0 - 0.5 and by1 <= y1 + 0.5
+                    assert inside or not overlaps, (
+                        f"{name}: crop {(x0, y0, x1, y1)} cuts the label {text!r} "
+                        f"({bx0:.0f}, {by0:.0f}, {bx1:.0f}, {by1:.0f})")
 
 
 def _tiny_book(tmp_path: Path, markdown: str, svg: str | None) -> Path:
