@@ -27,6 +27,19 @@ ROOT = Path(__file__).resolve().parent.parent
 TIMES = ROOT / "benchmarks" / "results" / "notebook_times.json"
 
 
+KERNEL = "python3"
+
+
+def kernelspec(name: str = KERNEL) -> dict[str, str]:
+    """The notebook metadata JupyterLab writes for this kernel. A notebook whose stored kernelspec
+    differs (nbclient keeps whatever was there, e.g. display name "Python 3" where ipykernel's is
+    "Python 3 (ipykernel)") opens in JupyterLab already marked as modified."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    spec = KernelSpecManager().get_kernel_spec(name)
+    return {"display_name": spec.display_name, "language": spec.language, "name": name}
+
+
 def execute(path: Path, timeout: int = 600) -> float:
     nb = nbformat.read(path, as_version=4)
     # Start clean: nbclient only writes metadata.widgets when the run creates widgets, so a chapter
@@ -37,10 +50,11 @@ def execute(path: Path, timeout: int = 600) -> float:
             cell.outputs, cell.execution_count = [], None
     start = time.perf_counter()
     client = NotebookClient(
-        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}},
+        nb, timeout=timeout, kernel_name=KERNEL, resources={"metadata": {"path": str(path.parent)}},
         store_widget_state=True,
     )
     client.execute()
+    nb.metadata["kernelspec"] = kernelspec()
     nbformat.write(nb, path)
     return time.perf_counter() - start
 
