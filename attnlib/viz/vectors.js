@@ -306,7 +306,8 @@
       strip.textContent = "";
       hm = K.heatmap({ parent: strip, avail: K.width(root), rows: [qName()], cols: S.keys, palette: pal, lo: 0, hi: 1, digits: D,
         value: function (i, j) { return r.w[j]; }, label: "softmax weights of the query over the " + S.keys.length + " keys; Enter selects a key",
-        cellMax: 64, cellMin: 24, cellText: true, hatchId: "attnlib-hatch-" + uid, colTitle: "weight on each key", rowWord: "query",
+        cellMax: 64, cellMin: 24, cellText: true, hatchId: "attnlib-hatch-" + uid, rowWord: "query",
+        colTitle: "weight = softmax(q\u00b7k" + (S.scaled ? " / \u221a" + dims().dk : "") + ") on each key",
         selectedCol: S.sel, colLabelAngle: 0, rowLabelClass: "attnlib-qlabel", cursor: stripCur,
         onCell: function (i, j) { S.sel = S.sel === j ? -1 : j; rebuild(); },
         onHover: function (i, j, rect) {
