@@ -370,3 +370,420 @@ def test_page_explorers_move(driver, page):
         assert numbers_in(text), f"{label}: tooltip {text!r} shows no number"
         assert close_to(text, value), f"{label}: tooltip {text!r} does not show the cell's value {value}"
         shot(ex, f"{label}_hover")
+
+
+# =============================================================================================
+# The book on a phone and at first sight (issue 36): navigation, first screen, legible figures,
+# diagrams that fit, dark theme, page weight, focus, search snippets. Two viewports, as a reader
+# holds them: a phone (390 x 844, touch, the page's mobile viewport) and a laptop (1280 x 800).
+# Screenshots go to artifacts/screenshots/issue36/ (look at them: a test cannot see everything).
+
+import base64  # noqa: E402
+import hashlib  # noqa: E402
+
+PHONE, LAPTOP = (390, 844), (1280, 800)
+SHOTS36 = SHOTS / "issue36"
+CHAPTERS = [p for p in PAGES if p.startswith("notebooks/")]
+MIN_TEXT_PX = 9.0          # plot text at a phone's column width
+MAX_PAGE_BYTES = 4_000_000  # uncompressed, everything a page loads
+DEFAULT_TEXT_PX = 10 * 100 / 72  # matplotlib's 10 pt at 100 dpi, for a PNG without metadata
+# Pages whose figures or weight depend on chapter outputs another engineer has not regenerated
+# yet (their notebooks need re-executing with scripts/execute_notebooks.py, or a figure drawn
+# narrower: see the issue-36 report). A listed page that passes is fine (the list may shrink).
+AWAITING_FIGURES: dict[str, str] = {
+    "notebooks/03_queries_keys_values": "1x PNGs wider than 550 px (re-execute; panels as figures)",
+    "notebooks/04_scaled_dot_product_attention": "1x PNGs wider than 550 px (re-execute)",
+    "notebooks/05_masks": "1x PNGs wider than 550 px (re-execute)",
+    "notebooks/06_multi_head_attention": "1x PNGs wider than 550 px (re-execute)",
+    "notebooks/07_real_heads": "1x PNGs wider than 550 px (re-execute)",
+    "notebooks/10_tiny_gpt": "1x PNGs wider than 550 px (re-execute)",
+    "notebooks/11_rope": "1x PNGs wider than 550 px (re-execute)",
+    "notebooks/12_efficient_inference": "1x PNGs wider than 550 px (re-execute)",
+    "book/benchmarks": "benchmark plots drawn 936 px wide (benchmarks/plots.py)",
+}
+AWAITING_WEIGHT: dict[str, str] = {
+    "notebooks/07_real_heads": "page HTML and 1x PNGs (re-execute)",
+    "notebooks/10_tiny_gpt": "882 kB of page HTML (explorers)",
+    "notebooks/11_rope": "0.5 MB of 1x slider PNGs in the widget state (re-execute)",
+}
+
+
+def _png_metadata() -> dict[str, dict]:
+    """{file name in _images: image/png metadata} for every figure a notebook stored: myst-nb
+    names an output image by the sha256 of its bytes, so the name finds its metadata."""
+    found: dict[str, dict] = {}
+    for nb_path in sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "book").glob("*.ipynb")):
+        nb = json.loads(nb_path.read_text(encoding="utf-8"))
+        outputs = [o for c in nb.get("cells", []) for o in c.get("outputs", []) or []]
+        state = nb.get("metadata", {}).get("widgets", {}).get(
+            "application/vnd.jupyter.widget-state+json", {}).get("state", {})
+        outputs += [o for m in state.values() for o in m.get("state", {}).get("outputs", []) or []]
+        for out in outputs:
+            data = (out.get("data") or {}).get("image/png")
+            if data:
+                raw = base64.b64decode("".join(data) if isinstance(data, list) else data)
+                meta = (out.get("metadata") or {}).get("image/png", {})
+                found[hashlib.sha256(raw).hexdigest()] = meta
+    return found
+
+
+
+def _viewport_driver(size: tuple[int, int]):
+    """A headless Chromium whose page viewport is exactly ``size`` (a phone's is a mobile one)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="attnlib-chromium-")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", f"--window-size={size[0]},{size[1]}",
+                 f"--user-data-dir={profile}", "--force-device-scale-factor=1"):
+        opts.add_argument(flag)
+    opts.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
+    drv = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    drv.set_page_load_timeout(90)
+    drv.set_script_timeout(60)
+    drv.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": size[0], "height": size[1], "deviceScaleFactor": 1, "mobile": size[0] < 600})
+    drv.execute_cdp_cmd("Network.enable", {})
+    drv.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": True})  # each page whole
+    drv._attnlib_profile = profile
+    return drv
+
+
+@pytest.fixture(scope="module")
+def phone():
+    drv = _viewport_driver(PHONE)
+    yield drv
+    drv.quit()
+    shutil.rmtree(drv._attnlib_profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def laptop():
+    drv = _viewport_driver(LAPTOP)
+    yield drv
+    drv.quit()
+    shutil.rmtree(drv._attnlib_profile, ignore_errors=True)
+
+
+def shot36(drv, name: str) -> None:
+    SHOTS36.mkdir(parents=True, exist_ok=True)
+    drv.save_screenshot(str(SHOTS36 / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}.png"))
+
+
+def open_page(drv, server: str, docname: str, theme: str = "light") -> None:
+    """Load a page as a reader would, in the given colour theme, and wait for it to settle."""
+    drv.get(f"http://{server}/{docname}.html")
+    drv.execute_script("localStorage.setItem('mode', arguments[0]);"
+                       "localStorage.setItem('theme', arguments[0]);", theme)
+    drv.get(f"http://{server}/{docname}.html")
+    wait_for(lambda: drv.execute_script("return document.readyState") == "complete")
+    drv.execute_async_script(JS_MATHJAX_READY)
+    wait_for(lambda: not drv.execute_script(JS_WIDGETS_PENDING), timeout=30)
+    wait_for(lambda: drv.execute_script(
+        "return Array.from(document.images).every(i => i.complete)"), timeout=20)
+    time.sleep(0.4)
+    assert drv.execute_script("return document.documentElement.dataset.theme") == theme
+
+
+# ------------------------------------------------------------------------------- navigation
+JS_NAV_STATE = """
+const p = document.getElementById('pst-primary-sidebar');
+const pm = document.getElementById('pst-primary-sidebar-modal');
+const sm = document.getElementById('pst-secondary-sidebar-modal');
+const shown = e => !!e && e.getClientRects().length > 0 && getComputedStyle(e).visibility !== 'hidden'
+                   && e.getBoundingClientRect().width > 50;
+const links = e => e ? Array.from(e.querySelectorAll('a')).filter(a => a.getClientRects().length).length : 0;
+return {primaryModal: !!pm && pm.open, secondaryModal: !!sm && sm.open,
+        sidebarShown: shown(p), modalLinks: links(pm), tocLinks: links(sm)};
+"""
+
+
+def _visible(drv, selector):
+    from selenium.webdriver.common.by import By
+
+    return [b for b in drv.find_elements(By.CSS_SELECTOR, selector) if b.is_displayed()]
+
+
+@pytest.mark.parametrize("docname", ["notebooks/04_scaled_dot_product_attention", "book/intro"])
+def test_navigation_opens_on_a_phone(phone, server, docname):
+    """The visible sidebar button opens the site navigation, the contents button the page's
+    contents: clicked as a reader taps them (the themes' scripts were bound to hidden copies)."""
+    from selenium.webdriver.common.keys import Keys
+
+    open_page(phone, server, docname)
+    name = docname.replace("/", "_")
+    for selector, key, links, least in ((".primary-toggle", "primaryModal", "modalLinks", 10),
+                                        (".secondary-toggle", "secondaryModal", "tocLinks", 1)):
+        buttons = _visible(phone, selector)
+        if selector == ".secondary-toggle" and docname == "book/intro" and not buttons:
+            continue  # a page without sections has no contents button
+        assert len(buttons) == 1, f"{docname}: {len(buttons)} visible {selector} buttons"
+        assert not phone.execute_script(JS_NAV_STATE)[key]
+        buttons[0].click()
+        state = wait_for(lambda: (s := phone.execute_script(JS_NAV_STATE))[key] and s, timeout=5)
+        assert state, f"{docname}: tapping {selector} opened nothing"
+        assert state[links] >= least, f"{docname}: the {key} holds {state[links]} visible links"
+        shot36(phone, f"nav_{name}_{selector[1:]}_390")
+        phone.switch_to.active_element.send_keys(Keys.ESCAPE)
+        assert wait_for(lambda: not phone.execute_script(JS_NAV_STATE)[key], timeout=5), \
+            f"{docname}: Escape did not close the {key}"
+
+
+def test_navigation_collapses_on_a_laptop(laptop, server):
+    """At 1280 px the sidebar is open, and the hamburger hides it and shows it again; the page's
+    contents sit in the right-hand column (no button needed)."""
+    docname = "notebooks/04_scaled_dot_product_attention"
+    open_page(laptop, server, docname)
+    assert laptop.execute_script(JS_NAV_STATE)["sidebarShown"]
+    (button,) = _visible(laptop, ".primary-toggle")
+    for shown in (False, True):
+        button.click()
+        assert wait_for(lambda: laptop.execute_script(JS_NAV_STATE)["sidebarShown"] == shown,
+                        timeout=5), f"the hamburger did not {'show' if shown else 'hide'} the sidebar"
+        time.sleep(0.3)  # the theme's slide transition
+        shot36(laptop, f"nav_sidebar_{'shown' if shown else 'hidden'}_1280")
+    toc = laptop.execute_script(
+        "const t = document.querySelector('#pst-secondary-sidebar');"
+        "return t && t.getBoundingClientRect().left > 900 ? t.querySelectorAll('a').length : 0;")
+    assert toc >= 5, "no contents column at 1280 px"
+
+
+@pytest.mark.parametrize("size", [PHONE, LAPTOP], ids=["390", "1280"])
+def test_no_second_header_band(size, phone, laptop, server):
+    """One toolbar above the article: no 64 px band holding a second search box."""
+    drv = phone if size == PHONE else laptop
+    open_page(drv, server, "notebooks/02_embeddings_positions")
+    bands = drv.execute_script(
+        "return Array.from(document.querySelectorAll('header.bd-header, #pst-header'))"
+        ".filter(e => e.getClientRects().length).length")
+    assert bands == 0, "the theme's navbar band is back"
+    top = drv.execute_script("return document.querySelector('.bd-header-article')"
+                             ".getBoundingClientRect().top")
+    assert top == 0, f"the article toolbar starts {top} px down"
+    fields = [b for b in _visible(drv, ".search-button-field")
+              if b.rect["y"] < 100 and not b.find_elements("xpath", "ancestor::*[contains(@class,'bd-sidebar')]")]
+    assert fields == [], "a search box above the article"
+
+
+def test_toolbar_buttons_show_focus(laptop, server):
+    """A keyboard reader sees which toolbar button has the focus (the theme removed the ring)."""
+    from selenium.webdriver.common.keys import Keys
+
+    open_page(laptop, server, "notebooks/01_tokens")
+    # start from the last link of the sidebar, the element just before the toolbar in Tab order
+    laptop.execute_script("const a = document.querySelectorAll('.bd-sidebar-primary a');"
+                          "a[a.length - 1].focus();")
+    seen = 0
+    for _ in range(30):
+        laptop.switch_to.active_element.send_keys(Keys.TAB)
+        ring = laptop.execute_script(
+            "const e = document.activeElement;"
+            "if (!e.closest('.bd-header-article')) return null;"
+            "const cs = getComputedStyle(e);"
+            "return [cs.outlineStyle, parseFloat(cs.outlineWidth), e.className];")
+        if ring:
+            assert ring[0] != "none" and ring[1] >= 1, f"toolbar button {ring[2]!r} has no focus ring"
+            seen += 1
+            if seen == 1:
+                shot36(laptop, "focus_ring_1280")
+            if seen >= 3:
+                break
+    assert seen >= 3, "Tab never reached three toolbar buttons"
+
+
+# ----------------------------------------------------------------------------- first screen
+JS_FIRST_SCREEN = """
+const art = document.querySelector('article.bd-article');
+const h1 = art.querySelector('h1');
+const before = Array.from(art.querySelectorAll('details, .cell'))
+  .filter(e => h1.compareDocumentPosition(e) & Node.DOCUMENT_POSITION_PRECEDING && !e.contains(h1));
+const vh = innerHeight;
+const pictures = Array.from(art.querySelectorAll(
+    'img, svg.attnlib-plot, div.attnlib-explorer, .widget-subarea'))
+  .filter(e => e.getClientRects().length)
+  .map(e => { const r = e.getBoundingClientRect();
+              return [e.tagName, Math.max(0, Math.min(r.bottom, vh) - Math.max(r.top, 0)),
+                      Math.round(r.top)]; })
+  .filter(p => p[1] > 0);
+return {before: before.length, h1Top: h1.getBoundingClientRect().top, pictures};
+"""
+
+
+@pytest.mark.parametrize("docname", CHAPTERS)
+def test_first_screen_title_then_picture(laptop, server, docname):
+    """At 1280 x 800 a chapter opens with its title (the setup cell is below the introduction,
+    no 'Show code cell source' bar above the title) and a picture of at least 200 px on screen."""
+    open_page(laptop, server, docname)
+    laptop.execute_script("window.scrollTo(0, 0)")
+    first = laptop.execute_script(JS_FIRST_SCREEN)
+    shot36(laptop, f"first_screen_{docname.replace('/', '_')}_1280")
+    assert first["before"] == 0, f"{docname}: {first['before']} cell(s) above the title"
+    assert first["h1Top"] < 120, f"{docname}: the title starts {first['h1Top']:.0f} px down"
+    big = [p for p in first["pictures"] if p[1] >= 200]
+    assert big, f"{docname}: no picture on the first screen ({first['pictures'][:3]})"
+
+
+def test_setup_cell_is_kept_below_the_introduction(laptop, server):
+    """The setup cell is still on the page (folded), after the learning goals."""
+    open_page(laptop, server, "notebooks/01_tokens")
+    where = laptop.execute_script(
+        "const c = document.querySelector('.attnlib-setup-cell');"
+        "const goals = Array.from(document.querySelectorAll('article p strong'))"
+        ".find(s => /What you will learn/.test(s.textContent));"
+        "return c && goals ? [!!c.querySelector('details'), "
+        "!!(goals.compareDocumentPosition(c) & Node.DOCUMENT_POSITION_FOLLOWING), "
+        "c.textContent.includes('seed_everything')] : null;")
+    assert where == [True, True, True], where
+
+
+# ------------------------------------------------------------------------- figures on a phone
+JS_FIGURES = """
+const col = document.querySelector('article.bd-article');
+const right = col.getBoundingClientRect().right;
+return Array.from(document.querySelectorAll(
+    'article div.cell_output img, article .widget-output img, article img.attnlib-diagram'))
+  .filter(i => i.getClientRects().length && i.naturalWidth)
+  .map(i => { const r = i.getBoundingClientRect();
+              return {src: i.currentSrc || i.src, w: r.width, right: r.right, colRight: right,
+                      natural: i.naturalWidth, attrWidth: i.getAttribute('width'),
+                      diagram: i.classList.contains('attnlib-diagram')}; });
+"""
+
+
+def _png_name(src: str) -> str:
+    if src.startswith("data:image/png;base64,"):
+        return hashlib.sha256(base64.b64decode(src.split(",", 1)[1])).hexdigest()
+    return Path(urlsplit(src).path).stem
+
+
+@pytest.fixture(scope="module")
+def png_meta():
+    return _png_metadata()
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_phone_figures_fit_and_read(phone, server, png_meta, docname):
+    """At 390 px nothing scrolls sideways, every figure fits the column, diagrams switch to their
+    narrow layout at its own size, and plot text is at least 9 px on screen: the figure's smallest
+    text (metadata ``text_px``, written by attnlib's figure export) times its displayed scale."""
+    open_page(phone, server, docname)
+    name = docname.replace("/", "_")
+    shot36(phone, f"phone_{name}_390")
+    width = phone.execute_script("return document.scrollingElement.scrollWidth")
+    assert width <= PHONE[0], f"{docname}: the page scrolls sideways ({width} px)"
+    problems = []
+    for fig in phone.execute_script(JS_FIGURES):
+        label = fig["src"][-60:]
+        if fig["right"] > fig["colRight"] + 1:
+            problems.append(f"{label}: runs {fig['right'] - fig['colRight']:.0f} px off the column")
+        if fig["diagram"]:
+            if not fig["src"].endswith(".narrow.svg"):
+                problems.append(f"{label}: the wide diagram on a phone")
+            elif fig["w"] < 0.97 * min(fig["natural"], fig["colRight"]):
+                problems.append(f"{label}: narrow diagram shrunk to {fig['w']:.0f} px")
+            continue
+        if fig["src"].endswith(".svg"):
+            continue
+        meta = png_meta.get(_png_name(fig["src"]), {})
+        css = meta.get("width") or fig["natural"]
+        text = meta.get("text_px", DEFAULT_TEXT_PX) * fig["w"] / css
+        if text < MIN_TEXT_PX:
+            problems.append(f"{label}: smallest text {text:.1f} px on screen ({css} px figure "
+                            f"shown at {fig['w']:.0f})")
+    if problems and docname in AWAITING_FIGURES:
+        pytest.xfail(f"{AWAITING_FIGURES[docname]}: {problems[:3]}")
+    assert not problems, f"{docname}: {problems}"
+
+
+def _luminance(png: bytes) -> float:
+    from PIL import Image
+    import io as _io
+
+    im = Image.open(_io.BytesIO(png)).convert("L")
+    hist = im.histogram()
+    return sum(i * n for i, n in enumerate(hist)) / (255 * sum(hist))
+
+
+@pytest.mark.parametrize("docname", ["notebooks/04_scaled_dot_product_attention",
+                                     "notebooks/08_transformer_block", "notebooks/05_masks",
+                                     "notebooks/13_real_modern_model"])
+@pytest.mark.parametrize("size", [PHONE, LAPTOP], ids=["390", "1280"])
+def test_dark_theme_figures_follow(size, phone, laptop, server, docname):
+    """In the dark theme a figure is not a white card: its background turns to the page's and its
+    ink light (the filter of book/_templates/layout.html), while in the light theme the same
+    figure stays white. Measured on the pixels of the figure as drawn."""
+    from selenium.webdriver.common.by import By
+
+    drv = phone if size == PHONE else laptop
+    lum = {}
+    for theme in ("light", "dark"):
+        open_page(drv, server, docname, theme)
+        figs = [f for f in drv.find_elements(By.CSS_SELECTOR,
+                                             "article div.cell_output img, article img.attnlib-diagram")
+                if f.is_displayed() and f.size["height"] > 120][:3]
+        assert figs, f"{docname}: no figure"
+        lum[theme] = []
+        for k, fig in enumerate(figs):
+            drv.execute_script("arguments[0].scrollIntoView({block: 'center'})", fig)
+            time.sleep(0.2)
+            lum[theme].append(_luminance(fig.screenshot_as_png))
+            if k == 0:
+                shot36(drv, f"{theme}_{docname.replace('/', '_')}_{size[0]}")
+    assert all(v > 0.6 for v in lum["light"]), f"{docname}: light figures {lum['light']}"
+    assert all(v < 0.4 for v in lum["dark"]), f"{docname}: dark figures stay light {lum['dark']}"
+
+
+# ----------------------------------------------------------------------------------- weight
+JS_WEIGHT = """
+const nav = performance.getEntriesByType('navigation')[0];
+const res = performance.getEntriesByType('resource');
+return [nav.decodedBodySize + res.reduce((a, r) => a + r.decodedBodySize, 0),
+        res.map(r => [r.name, r.decodedBodySize])];
+"""
+
+
+@pytest.mark.parametrize("docname", PAGES)
+def test_page_weight(laptop, server, docname):
+    """A page loads at most ~4 MB (uncompressed) and only what it uses: no fontawesome.js, the
+    widget manager only where widgets are, MathJax only where math is."""
+    open_page(laptop, server, docname)
+    total, files = laptop.execute_script(JS_WEIGHT)
+    names = [urlsplit(n).path for n, _ in files]
+    print(f"{docname}: {total / 1e6:.2f} MB in {len(files) + 1} requests")
+    assert not any(n.endswith("fontawesome.js") for n in names), "fontawesome.js is loaded"
+    html = (build_book.HTML / f"{docname}.html").read_text(encoding="utf-8")
+    has_widgets = "application/vnd.jupyter.widget-state+json" in html
+    assert any("html-manager/embed.js" in n for n in names) == has_widgets, \
+        "the widget manager is loaded on a page without widgets, or missing on one with them"
+    has_math = 'class="math' in html or "\\(" in html
+    assert any("/mathjax/" in n for n in names) == has_math or has_math, \
+        "MathJax loaded on a page without math"
+    if not has_math:
+        assert not any("/mathjax/" in n for n in names), "MathJax loaded on a page without math"
+    if total > MAX_PAGE_BYTES and docname in AWAITING_WEIGHT:
+        pytest.xfail(f"{total / 1e6:.2f} MB: {AWAITING_WEIGHT[docname]}")
+    assert total <= MAX_PAGE_BYTES, (f"{docname}: {total / 1e6:.2f} MB; largest: "
+                                     f"{sorted(files, key=lambda f: -f[1])[:5]}")
+
+
+# ----------------------------------------------------------------------------------- search
+def test_search_snippets_show_no_raw_tex(laptop, server):
+    """Search results quote the page's text, with its math as readable text, not TeX source."""
+    laptop.get(f"http://{server}/search.html?q=softmax")
+    snippets = lambda: laptop.execute_script(
+        "return Array.from(document.querySelectorAll('#search-results li p.context'))"
+        ".map(p => p.textContent)")
+    wait_for(lambda: len(snippets()) >= 5, timeout=30)
+    time.sleep(1.0)  # results keep arriving page by page
+    found = snippets()
+    assert found and len(found) >= 3, f"no search results with snippets: {found}"
+    shot36(laptop, "search_softmax_1280")
+    raw = [t for t in found if re.search(r"\\[()\[\]]|\\(frac|sqrt|mathrm|top|text)\b", t)]
+    assert raw == [], f"snippets with raw TeX: {raw[:3]}"
+    converted = laptop.execute_script(
+        "return attnlibTexToText(arguments[0]);", r"\operatorname{softmax}(QK^\top/\sqrt{d_k})")
+    assert converted == "softmax(QKᵀ/√(d_k))", converted

@@ -52,8 +52,8 @@ def precomputed_slider(values: Sequence[Any], render: Callable[[Any], Any], *,
     typical setting, not on the end of the range.
 
     Where widgets cannot be drawn (an untrusted notebook in JupyterLab, GitHub's notebook view),
-    the output shows the first state's picture (when it is a figure) and a line that says what the
-    slider is and how to get it live, instead of ``VBox(children=...)``. Displayed, the slider is
+    the output shows the first state's picture (a figure's PNG, or the state's HTML) and a line
+    that says what the slider is and how to get it live, instead of ``VBox(children=...)``. Displayed, the slider is
     two outputs: the widget (whose plain-text and PNG forms are that line and that picture), then
     the line as HTML with a style that hides it wherever styles apply, that is, wherever the widget
     itself is drawn (the book, a trusted notebook, Colab). JupyterLab's sanitizer removes the
@@ -107,8 +107,11 @@ def precomputed_slider(values: Sequence[Any], render: Callable[[Any], Any], *,
     line = (f"Slider {description!r} over {len(values)} precomputed states ({labels[0]} ... "
             f"{labels[-1]}); {shown} is shown. The live slider appears once the notebook is "
             "trusted or its cells are run; in the book it works with no kernel.")
-    box._fallback = {"text/plain": line,
-                     **({"image/png": first["image/png"]} if "image/png" in first else {})}
+    # the picture of the state it opens on: a figure's PNG, else the state's own HTML (an
+    # explorer, a row of tokens), which JupyterLab shows sanitized in an untrusted notebook
+    still = ({"image/png": first["image/png"]} if "image/png" in first else
+             {"text/html": first["text/html"]} if "text/html" in first else {})
+    box._fallback = {"text/plain": line, **still}
     box._fallback_metadata = ({"image/png": outputs[start].outputs[-1]["metadata"]["image/png"]}
                               if "image/png" in first else {})
     box._line = line

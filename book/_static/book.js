@@ -20,7 +20,9 @@
   /* TeX source -> readable text: \frac{a}{b} -> a/b, \sqrt{x} -> sqrt(x), \mathrm{x} -> x,
      symbols by name, braces and remaining commands dropped. */
   function texToText(tex) {
-    var s = tex;
+    var s = tex.replace(/\^\s*(?:\{\\top\}|\\top)/g, "\u1d40").replace(/\\left|\\right/g, "")
+      .replace(/\\(?:begin|end)\s*\{[^{}]*\}/g, " ").replace(/\\\\(?:\[[^\]]*\])?/g, "; ")
+      .replace(/&(?:amp;)?/g, " ");
     for (var k = 0; k < 4; k++) {
       s = s.replace(/\\frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}/g, "($1)/($2)")
         .replace(/\\sqrt\s*\{([^{}]*)\}/g, "\u221a($1)")
