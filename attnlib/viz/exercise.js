@@ -79,7 +79,7 @@
       input = div("attnlib-exercise-input", lab, undefined, "input");
       input.type = "text"; input.autocomplete = "off"; input.spellcheck = false;
       input.setAttribute("aria-describedby", q.id);
-      input.placeholder = P.kind === "shape" ? "e.g. (2, 3)" : "a number, e.g. 1/sqrt(2)";
+      input.placeholder = P.kind === "shape" ? "e.g. (2, 3)" : "e.g. 0.5 or 1/3";
       if (P.unit) div("attnlib-exercise-unit", lab, P.unit, "span");
       input.addEventListener("keydown", function (e) { if (e.key === "Enter") { e.preventDefault(); grade(); } e.stopPropagation(); });
       input.addEventListener("input", function () { check.disabled = !input.value.trim(); });
