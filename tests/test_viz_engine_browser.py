@@ -264,3 +264,36 @@ def test_mask_conventions_equal_attnlib_masks(driver):
         assert r["add"] == c["add"] and from_add.int().reshape(-1).tolist() == a
         assert r["hf"] == hf_model.int().reshape(-1).tolist()
         assert r["to"] == [c["sdpa"], c["nn"], c["add"]]       # and written back the same way
+
+
+def test_attention_over_a_head_major_cache_equals_attnlib(driver):
+    """attendHeadsCached (the live model's KV cache: (G, Tcap, D), first Tk rows filled) equals
+    attnlib's attention per head, query head h reading key/value head h // (H / G)."""
+    g = torch.Generator().manual_seed(6)
+    cases, want = [], []
+    for n in range(30):
+        H = int(torch.randint(1, 5, (1,), generator=g))
+        G = [d for d in range(1, H + 1) if H % d == 0][n % len([d for d in range(1, H + 1) if H % d == 0])]
+        D, Tq = int(torch.randint(1, 5, (1,), generator=g)), int(torch.randint(1, 4, (1,), generator=g))
+        Tk = Tq + int(torch.randint(0, 5, (1,), generator=g))
+        Tcap = Tk + int(torch.randint(0, 4, (1,), generator=g))
+        q = torch.randn(H, Tq, D, generator=g, dtype=torch.float64)
+        k, v = (torch.randn(G, Tk, D, generator=g, dtype=torch.float64) for _ in range(2))
+        cache_k, cache_v = (torch.full((G, Tcap, D), 7.0, dtype=torch.float64) for _ in range(2))  # junk beyond Tk
+        cache_k[:, :Tk], cache_v[:, :Tk] = k, v
+        mask = attnlib.causal_mask(Tq, Tk)
+        rep = H // G
+        out, w = attnlib.scaled_dot_product_attention(q, k.repeat_interleave(rep, 0), v.repeat_interleave(rep, 0),
+                                                      attn_mask=mask, need_weights=True)
+        cases.append({"q": flat(q.transpose(0, 1)), "k": flat(cache_k), "v": flat(cache_v), "Tq": Tq, "Tk": Tk, "Tcap": Tcap,
+                      "H": H, "G": G, "D": D, "mask": {"kind": "bool", "rows": Tq, "cols": Tk, "data": mask.int().reshape(-1).tolist()}})
+        want.append((out.transpose(0, 1).reshape(-1), w))
+    got = driver.execute_script("""
+        var E = window.attnlibEngine;
+        return arguments[0].map(function (c) {
+          var r = E.attendHeadsCached(F(c.q), F(c.k), F(c.v), c.Tq, c.Tk, c.Tcap, c.H, c.G, c.D, {mask: mask(c.mask)});
+          return {out: L(r.merged), w: L(r.weights)};
+        });""", cases)
+    for (out, w), r in zip(want, got):
+        assert np.abs(np.array(r["out"]) - out.numpy()).max() < TOL
+        assert np.abs(np.array(r["w"]) - w.numpy().ravel()).max() < TOL

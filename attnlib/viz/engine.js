@@ -178,6 +178,28 @@ window.attnlibEngine = window.attnlibEngine || (function () {
     return { merged: mergeHeads(heads, H, Tq, D), heads: heads, weights: weights, dead: dead };
   }
 
+  /* attendHeads over keys and values held in a cache laid out head by head, (G, Tcap, D) with the
+     first Tk rows of each head filled (the live model's KV cache, which then needs no copy per
+     step): the same arithmetic as attendHeads on those rows. */
+  function attendHeadsCached(q, Kc, Vc, Tq, Tk, Tcap, H, G, D, opts) {
+    opts = opts || {};
+    if (H % G) throw new Error("n_heads=" + H + " must be divisible by n_kv_heads=" + G);
+    if (Tk > Tcap) throw new Error("the cache holds " + Tcap + " rows, asked for " + Tk);
+    var mask = opts.mask;
+    if (opts.isCausal) mask = mask ? withCausal(mask, Tq, Tk) : causalMask(Tq, Tk);
+    var sub = { mask: mask, scale: opts.scale }, qs = splitHeads(q, Tq, H, D), per = H / G;
+    var heads = zeros(H * Tq * D), weights = zeros(H * Tq * Tk), dead = [];
+    for (var h = 0; h < H; h++) {
+      var g = Math.floor(h / per), o = g * Tcap * D;
+      var r = attention(qs.subarray(h * Tq * D, (h + 1) * Tq * D), Kc.subarray(o, o + Tk * D), Vc.subarray(o, o + Tk * D), Tq, Tk, D, D, sub);
+      var f = opts.headMask ? opts.headMask[h] : 1;
+      for (var n = 0; n < Tq * D; n++) heads[h * Tq * D + n] = f * r.out[n];
+      weights.set(r.weights, h * Tq * Tk);
+      dead.push(r.dead);
+    }
+    return { merged: mergeHeads(heads, H, Tq, D), heads: heads, weights: weights, dead: dead };
+  }
+
   /* attnlib.MultiHeadAttention.forward for one sequence: x (Tq, C); context (Tk, C) or null (self-
      attention); p {C, H, G (default H), q: {w, b}, k, v, o} with nn.Linear layouts (k, v: (G*D, C)).
      opts as attendHeads. Returns attendHeads' result plus out (Tq, C), q (Tq, C), k and v (Tk, G*D). */
@@ -237,7 +259,7 @@ window.attnlibEngine = window.attnlibEngine || (function () {
     version: 1, matmul: matmul, matmulT: matmulT, linear: linear, scores: scores, boolMask: boolMask,
     floatMask: floatMask, causalMask: causalMask, withCausal: withCausal, paddingMask: paddingMask, applyMask: applyMask, andMasks: andMasks,
     softmaxRows: softmaxRows, attention: attention, splitHeads: splitHeads, mergeHeads: mergeHeads,
-    attendHeads: attendHeads, multiHeadAttention: multiHeadAttention, CONVENTIONS: CONVENTIONS,
+    attendHeads: attendHeads, attendHeadsCached: attendHeadsCached, multiHeadAttention: multiHeadAttention, CONVENTIONS: CONVENTIONS,
     fromConvention: fromConvention, toConvention: toConvention, fromHF: fromHF
   };
 })();

@@ -91,7 +91,7 @@
   Runner.prototype.step = function (id, trace) {
     var W = this.W, c = this.c, C = c.C, H = c.H, D = this.D, t = this.n, act = ACT[c.act];
     if (t >= c.T) throw new Error("the context is full (" + c.T + " tokens)");
-    var x = new Float64Array(C), i, steps = trace ? [] : null, resid = [];
+    var x = new Float64Array(C), i, hh, steps = trace ? [] : null, resid = [];
     for (i = 0; i < C; i++) x[i] = W.tok[id * C + i] + (W.pos ? W.pos[t * C + i] : 0);
     function rec(s) { if (steps) steps.push(s); }
     rec({ key: "embed", layer: -1, fn: "GPT.embed (Embeddings): tok_emb[token] + pos_emb[position]", rows: [["x", Float64Array.from(x)]] });
@@ -103,12 +103,14 @@
       if (c.normFirst) { h = layerNorm(x, W[p + "n1.w"], W[p + "n1.b"], c.eps); rec({ key: "norm1", layer: l, fn: L1 + "DecoderLayer.norm1 (LayerNorm)", rows: [["norm1(x)", h]] }); }
       var q = linear(W[p + "q.w"], W[p + "q.b"], h, C, C), k = linear(W[p + "k.w"], W[p + "k.b"], h, C, C), v = linear(W[p + "v.w"], W[p + "v.b"], h, C, C);
       rec({ key: "qkv", layer: l, fn: L1 + "MultiHeadAttention.q_proj, k_proj, v_proj (Linear), split into " + H + " heads of " + D, rows: [["q", q], ["k", k], ["v", v]], heads: H });
-      this.K[l].set(k, t * C);
-      this.V[l].set(v, t * C);
-      var r = E.attendHeads(q, this.K[l].subarray(0, (t + 1) * C), this.V[l].subarray(0, (t + 1) * C), 1, t + 1, H, H, D,
-        { headMask: this.off ? this.off[l] : null });
+      /* the cache is head by head, (H, T, D): the new token's row of each head goes into its slot */
+      for (hh = 0; hh < H; hh++) {
+        this.K[l].set(k.subarray(hh * D, (hh + 1) * D), (hh * c.T + t) * D);
+        this.V[l].set(v.subarray(hh * D, (hh + 1) * D), (hh * c.T + t) * D);
+      }
+      var r = E.attendHeadsCached(q, this.K[l], this.V[l], 1, t + 1, c.T, H, H, D, { headMask: this.off ? this.off[l] : null });
       var rows = [];
-      for (var hh = 0; hh < H; hh++) rows.push(r.weights.slice(hh * (t + 1), (hh + 1) * (t + 1)));
+      for (hh = 0; hh < H; hh++) rows.push(r.weights.slice(hh * (t + 1), (hh + 1) * (t + 1)));
       att.push(rows);
       rec({ key: "weights", layer: l, fn: L1 + "attnlib.scaled_dot_product_attention, per head, over the " + (t + 1) + " cached keys", weights: rows,
         off: this.off ? this.off[l].slice() : null });
@@ -536,7 +538,8 @@
         : "Decode step " + S.steps + ": only the new token " + quoted(P.vocab[S.ids[T - 1]]) + " went through the model; every layer appended one key row and one value row (outlined, row " +
           a + ") and its query attended over all " + T + " rows. The cache now holds " + T + " tokens: 2 \u00d7 " + c.L + " layers \u00d7 " + T + " \u00d7 " + c.C + " numbers.");
       var K = S.runner.K[S.layer], V = S.runner.V[S.layer], off = S.head * D, m = 1e-9, i, j;
-      for (i = 0; i < T; i++) for (j = 0; j < D; j++) m = Math.max(m, Math.abs(K[i * c.C + off + j]), Math.abs(V[i * c.C + off + j]));
+      off = S.head * c.T * D; /* the cache is head by head: (H, T, D) */
+      for (i = 0; i < T; i++) for (j = 0; j < D; j++) m = Math.max(m, Math.abs(K[off + i * D + j]), Math.abs(V[off + i * D + j]));
       var wrap = div("attnlib-live-kvwrap", kv);
       [["keys K", K], ["values V", V]].forEach(function (kvp) {
         var box = div("attnlib-live-kvbox", wrap);
@@ -549,7 +552,7 @@
           "aria-label": kvp[0] + " rows of layer " + (S.layer + 1) + ", head " + (S.head + 1) + "; rows " + a + " to " + (b - 1) + " are new" }, box);
         for (i = 0; i < T; i++) {
           for (j = 0; j < D; j++) {
-            var v = kvp[1][i * c.C + off + j];
+            var v = kvp[1][off + i * D + j];
             el("rect", { "class": "attnlib-live-kvcell", x: left + j * cw, y: 2 + i * ch, width: cw - 1, height: ch - (ch > 5 ? 1 : 0),
               fill: signed(v, m), "data-row": i, "data-col": j, "data-kv": v.toFixed(4) }, s);
           }
