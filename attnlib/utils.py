@@ -96,18 +96,14 @@ def peak_memory(fn: Callable[[], Any]) -> int:
 
 @contextmanager
 def _quiet_stderr() -> Iterator[None]:
-    """The profiler's C++ side logs a line at start and stop to file descriptor 2 (which a
-    notebook shows): send it to /dev/null for the duration."""
-    try:
-        fd = sys.stderr.fileno()
-    except (AttributeError, OSError, ValueError):  # no real file behind sys.stderr
-        fd = 2
+    """The profiler's C++ side logs a line at start and stop to file descriptor 2, which a
+    notebook shows (Jupyter kernels capture it): send it to /dev/null for the duration."""
     sys.stderr.flush()
-    saved = os.dup(fd)
+    saved = os.dup(2)  # the C++ side writes to fd 2 itself, whatever sys.stderr is
     try:
         with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), fd)
+            os.dup2(null.fileno(), 2)
             yield
     finally:
-        os.dup2(saved, fd)
+        os.dup2(saved, 2)
         os.close(saved)

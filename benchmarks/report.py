@@ -37,8 +37,9 @@ def _md_table(headers: list[str], rows: list[list[object]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _run(doc: dict, bench: str, shape: str) -> dict:
-    return next(r for r in doc["benchmarks"][bench]["runs"] if r["shape"] == shape)
+def _run(doc: dict, bench: str, shape: str) -> dict | None:
+    runs = doc.get("benchmarks", {}).get(bench, {}).get("runs", [])
+    return next((r for r in runs if r.get("shape") == shape), None)
 
 
 def render_env(doc: dict) -> str:
@@ -148,7 +149,9 @@ def _inline(name: str):
     def render(doc: dict) -> str:
         value = _run(doc, bench, shape)
         for k in path:
-            value = value[k]
+            value = None if value is None else value.get(k)
+        if value is None:
+            return "(not in the stored run)"
         return f"{value:.2f}" if isinstance(value, float) else str(value)
     return render
 
@@ -203,10 +206,16 @@ def render_page(page: str, doc: dict) -> str:
     if unknown:
         raise ValueError(f"unknown generated block(s) {unknown}; known: {list(RENDER)}")
 
+    def render(name: str) -> str:
+        try:
+            return RENDER[name](doc)
+        except KeyError as e:  # a benchmark the stored run does not have (an older schema)
+            return f"*Not in the stored run* (it has no {e}).\n"
+
     def sub(m: re.Match) -> str:
         if not m.group(1).endswith("\n"):  # an inline block: the number only
-            return m.group(1) + RENDER[m.group(2)](doc) + m.group(4)
-        return m.group(1) + "\n" + RENDER[m.group(2)](doc) + "\n" + m.group(4).lstrip("\n")
+            return m.group(1) + render(m.group(2)).strip() + m.group(4)
+        return m.group(1) + "\n" + render(m.group(2)) + "\n" + m.group(4).lstrip("\n")
     return BLOCK.sub(sub, page)
 
 
