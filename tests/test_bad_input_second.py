@@ -234,3 +234,25 @@ def test_a_truncated_gguf_file_is_named(tmp_path):
     path.write_bytes(head)
     with pytest.raises(ValueError, match="cut.gguf is truncated or damaged"):
         attnlib.pretrained.read_llama_gguf(path)
+
+
+# --- pictures ----------------------------------------------------------------------------------
+W3 = torch.softmax(torch.randn(3, 3, generator=torch.Generator().manual_seed(0)), -1)
+
+
+@pytest.mark.parametrize("make", [lambda c: attnlib.viz.heatmap(W3, ["a", "b", "c"], cmap=c),
+                                  lambda c: attnlib.viz.explorer(W3, ["a", "b", "c"], cmap=c)])
+def test_an_unknown_colormap_is_named(make):
+    with pytest.raises(ValueError, match="unknown colormap 'nonsense'.*'viridis'"):
+        make("nonsense")  # was matplotlib's KeyError (explorer) / ValueError about 'name'
+
+
+@pytest.mark.parametrize("make", [lambda t: attnlib.viz.explorer(W3, t),
+                                  lambda t: attnlib.viz.attention_explorer(W3[None], t),
+                                  lambda t: attnlib.viz.heads_grid(W3[None, None], t)])
+def test_a_token_label_with_a_lone_surrogate_is_shown_escaped(make):
+    """A byte-level BPE token can decode to a lone surrogate; writing the page raised a bare
+    UnicodeEncodeError."""
+    html = make(["a", "\ud800", "c"])._repr_html_()
+    html.encode("utf-8")  # the page is valid UTF-8
+    assert "\\\\ud800" in html or "\\ud800" in html

@@ -41,7 +41,8 @@ def check_tokens(tokens: Optional[Sequence[Any]], n: int, what: str, unit: str) 
         raise TypeError(f"{what} must be a sequence of token strings, not one string {tokens!r}")
     if not hasattr(tokens, "__iter__"):
         raise TypeError(f"{what} must be a sequence of token strings (or None), got {tokens!r}")
-    tokens = [str(t) for t in tokens]
+    # a lone surrogate (a byte-level BPE token can decode to one) has no UTF-8 form: show it escaped
+    tokens = [str(t).encode("utf-8", "backslashreplace").decode("utf-8") for t in tokens]
     if len(tokens) != n:
         raise ValueError(f"{what} has {len(tokens)} tokens but the matrix has {n} {unit}")
     return tokens
@@ -80,6 +81,20 @@ def colour_range(arr: np.ndarray, vmin: Optional[float], vmax: Optional[float],
     if not hi > lo:
         raise ValueError(f"colour range needs vmin < vmax, got vmin={lo}, vmax={hi}")
     return lo, hi
+
+
+def check_cmap(cmap: Any) -> str:
+    """A matplotlib colormap name (or a Colormap), checked: an unknown name is a ValueError."""
+    import matplotlib
+
+    if isinstance(cmap, matplotlib.colors.Colormap):
+        return cmap
+    if not isinstance(cmap, str):
+        raise TypeError(f"cmap must be a matplotlib colormap name such as 'viridis', got {cmap!r}")
+    if cmap not in matplotlib.colormaps:
+        raise ValueError(f"unknown colormap {cmap!r}; use a matplotlib colormap name such as 'viridis', "
+                         f"'magma', 'cividis' or (signed data) 'RdBu_r'")
+    return cmap
 
 
 def default_cmap(diverging: bool) -> str:

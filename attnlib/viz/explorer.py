@@ -20,7 +20,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from ._static import matrix_svg
-from ._common import HtmlOutput, check_tokens, colour_range, default_cmap, standalone_page, to_numpy
+from ._common import HtmlOutput, check_cmap, check_tokens, colour_range, default_cmap, standalone_page, to_numpy
 
 __all__ = ["Explorer", "explorer", "decode_payload"]
 
@@ -39,7 +39,8 @@ def _palette(cmap: str) -> str:
     """256 colours of a matplotlib colormap as one hex string (6 characters per colour)."""
     import matplotlib
 
-    colours = matplotlib.colormaps[cmap](np.linspace(0.0, 1.0, 256))
+    cmap = check_cmap(cmap)
+    colours = (matplotlib.colormaps[cmap] if isinstance(cmap, str) else cmap)(np.linspace(0.0, 1.0, 256))
     return "".join("%02x%02x%02x" % tuple(int(round(255 * c)) for c in rgba[:3]) for rgba in colours)
 
 

@@ -21,7 +21,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.text import Text
 
 from .._checks import as_int
-from ._common import check_limits, check_tokens, default_cmap, finite_range, to_numpy
+from ._common import check_cmap, check_limits, check_tokens, default_cmap, finite_range, to_numpy
 
 ANNOTATE_MAX = 10  # annotate every cell automatically when both sides have at most this many tokens
 LABEL_MAX = 40     # show every token label up to this many; beyond, every n-th
@@ -110,7 +110,7 @@ def heatmap(weights: Any, row_tokens: Optional[Sequence[Any]] = None,
     masked = ~np.isfinite(arr) & ~np.isposinf(arr)  # -inf and NaN are "no score"; +inf is just big
     shown = np.ma.masked_array(np.where(np.isposinf(arr), vmax, arr), mask=masked)
     # bad (masked) cells transparent: the hatched patch underneath shows through
-    colormap = plt.get_cmap(cmap).with_extremes(bad=(0, 0, 0, 0))
+    colormap = plt.get_cmap(check_cmap(cmap)).with_extremes(bad=(0, 0, 0, 0))
     norm = Normalize(vmin=vmin, vmax=vmax)
     ax.add_patch(Rectangle((-0.5, -0.5), n_cols, n_rows, facecolor="0.88", edgecolor="0.55",
                            hatch="///", linewidth=0, zorder=0))
