@@ -11,9 +11,11 @@ whole book:
   feed-forward network orange; LayerNorm yellow; masked (blocked) entries hatched grey, as
   in the chapters' heatmaps;
 - the letters of book/notation.md: B, T, C, H, D = C/H, d_k, d_v, T_q, T_k;
-- every diagram sits on its own light rounded card, so it reads the same in the book's light and
-  dark themes (the dark theme dims images a little and gives them a white background), in
-  JupyterLab and on GitHub; all text is SVG text (searchable, selectable, scalable);
+- every diagram sits on its own light rounded card, so it reads the same in JupyterLab and on
+  GitHub; all text is SVG text (searchable, selectable, scalable). Its greys are pure greys
+  (equal red, green and blue): the book's dark theme recolours exactly the neutral parts of a
+  figure (card, ink, outlines) and keeps every tint as drawn (book/_templates/layout.html), so a
+  bluish grey would stay light there;
 - each file carries a <title> and <desc>; the notebooks give the same alt text;
 - on a phone a diagram is not shrunk until its labels are 7 px high: a diagram with a narrow
   layout (``NARROW`` below) also gets ``<name>.narrow.svg``, at most 360 px wide, made of
@@ -33,23 +35,23 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "book" / "figures"
 
 FONT = "'DejaVu Sans', 'Helvetica Neue', Helvetica, Arial, sans-serif"
-INK = "#1f2328"        # text and outlines
-MUTED = "#57606a"      # shapes and notes
+INK = "#222222"        # text and outlines
+MUTED = "#5f5f5f"      # shapes and notes
 CARD = "#ffffff"
-CARD_EDGE = "#d0d7de"
+CARD_EDGE = "#d6d6d6"
 
 # role -> (stroke, fill). Okabe-Ito hues, light tints as fills (text on them stays dark).
 COLORS = {
     "Q": ("#0072B2", "#d3e6f3"),
     "K": ("#D55E00", "#f8dccb"),
     "V": ("#009E73", "#c9ece1"),
-    "X": ("#6e7781", "#eaeef2"),
+    "X": ("#767676", "#ececec"),
     "A": ("#CC79A7", "#f4dfeb"),      # scores / attention weights / attention sublayers
     "P": ("#E69F00", "#fbe9c4"),      # positions
     "F": ("#E69F00", "#fbe9c4"),      # feed-forward network
     "N": ("#b8a800", "#f8f3b8"),      # LayerNorm
     "M": ("#4d4d4d", "url(#blocked)"),   # blocked by a mask: hatched grey (pattern in <defs>)
-    "W": ("#6e7781", "#ffffff"),      # learned matrices
+    "W": ("#767676", "#ffffff"),      # learned matrices
 }
 HEADS = ["#56B4E9", "#E69F00", "#CC79A7", "#F0E442"]   # one tint per head in chapter 6
 
@@ -140,7 +142,7 @@ class Svg:
         if label:
             self.text(cx, cy + size * 0.35, label, size=size)
 
-    def cells(self, x, y, fills, cell=16, stroke="#8c959f", gap_every=None, gap=0):
+    def cells(self, x, y, fills, cell=16, stroke="#939393", gap_every=None, gap=0):
         """A little matrix: fills is a list of rows, each a list of fill colours (None = empty)."""
         for r, row in enumerate(fills):
             for c, fill in enumerate(row):
@@ -327,14 +329,14 @@ def tokenize_pipeline() -> Svg:
     for y, lab in ((42, "text"), (146, "pieces"), (220, "ids"), (338, "vectors")):
         s.text(20, y, lab, size=15, anchor="start", color=MUTED, weight="bold")
     for x in xs:
-        s.arrow((mid, 66), (x, 124), color="#8c959f", width=1.2)
+        s.arrow((mid, 66), (x, 124), color="#939393", width=1.2)
     s.text(mid, 100, "tokenizer: lower-case, split into WordPiece pieces", size=14,
            color=MUTED, halo=True)
     for x, p, i in zip(xs, pieces, ids):
         s.rect(x - 46, 126, 92, 36, "#ffffff", INK, rx=6)
         s.text(x, 150, p, size=15)
         s.arrow((x, 164), (x, 196))
-        s.rect(x - 40, 198, 80, 34, "#f6f8fa", MUTED, rx=6)
+        s.rect(x - 40, 198, 80, 34, "#f7f7f7", MUTED, rx=6)
         s.text(x, 221, str(i), size=16)
         s.arrow((x, 234), (x, 264))
         s.cells(x - 9, 268, [[c] for c in vector(i, 8, COLORS["X"][0])], cell=18)
@@ -404,7 +406,7 @@ def attention_shapes() -> Svg:
     cq, ck, cv = 130, 310, 490
     s.box(310, 18, 220, 58, "X", "X", "(T, C), C = d_{model}")
     for c, r, w in ((cq, "Q", "d_k"), (ck, "K", "d_k"), (cv, "V", "d_v")):
-        s.arrow((310, 78), (c, 118), color="#8c959f", width=1.4)
+        s.arrow((310, 78), (c, 118), color="#939393", width=1.4)
         s.box(c, 120, 150, 50, "W", f"× W_{r}", f"(C, {w})", size=17)
         s.rect(c - 75, 120, 150, 50, "none", COLORS[r][0], rx=8, width=2)
         s.arrow((c, 172), (c, 196))
@@ -457,7 +459,7 @@ def weighted_average() -> Svg:
     for j, (t, w, vec) in enumerate(zip(toks, a, v)):
         y = y0 + j * 38
         bold = "bold" if t == "animal" else "normal"
-        s.arrow((108, 185), (140, y + 17), color="#8c959f", width=1)
+        s.arrow((108, 185), (140, y + 17), color="#939393", width=1)
         s.rect(142, y + 2, 96, 30, COLORS["K"][1], COLORS["K"][0], rx=6, width=1.5)
         s.text(190, y + 23, t, size=15, weight=bold)
         s.rect(250, y + 7, 110 * w / 0.62, 20, COLORS["A"][1], COLORS["A"][0], rx=3, width=1.2)
@@ -646,7 +648,7 @@ def pre_post_norm() -> Svg:
             "bypasses every LayerNorm, and the model ends with one final LayerNorm.")
 
     def column(cx, pre: bool):
-        stream = "#6e7781"
+        stream = "#767676"
         y = 80
         s.text(cx, y - 8, "x : (B, T, C)", size=15)
         y += 4
@@ -691,7 +693,7 @@ def pre_post_norm() -> Svg:
     legend(s, 40, 636, [(COLORS["A"][1], COLORS["A"][0], "attention"),
                         (COLORS["F"][1], COLORS["F"][0], "FFN"),
                         (COLORS["N"][1], COLORS["N"][0], "LayerNorm"),
-                        ("#6e7781", "#6e7781", "residual stream")], size=13)
+                        ("#767676", "#767676", "residual stream")], size=13)
     return s
 
 
@@ -781,7 +783,7 @@ def shifted_targets() -> Svg:
             s.rect(gx + j * cell, gy + t * cell, cell, cell,
                    COLORS["A"][1] if ok else COLORS["M"][1], "#ffffff", rx=0, width=1.5)
         s.arrow((gx + T * cell + 8, gy + t * cell + 15), (gx + T * cell + 40, gy + t * cell + 15),
-                color="#8c959f", width=1.2)
+                color="#939393", width=1.2)
         s.rect(gx + T * cell + 44, gy + t * cell + 2, 28, 26, COLORS["P"][1], COLORS["P"][0],
                rx=2, width=1)
         s.text(gx + T * cell + 58, gy + t * cell + 21, y_tg[t], size=15)
@@ -860,12 +862,12 @@ def sentence_embedding() -> Svg:
         pad = t == "[PAD]"
         s.rect(x - 42, 24, 84, 30, "#eaeaea" if pad else "#ffffff", MUTED, rx=5, width=1.2)
         s.text(x, 45, t, size=14, color=MUTED if pad else INK)
-        s.arrow((x, 56), (x, 80), color="#8c959f", width=1.2)
+        s.arrow((x, 56), (x, 80), color="#939393", width=1.2)
     s.box(330, 82, 580, 64, "A", "6 encoder layers (post-norm)",
           "12 heads of D = 32 each, C = 384", size=17)
     s.text(330, 170, "still one vector per token: (T, C) = (6, 384)", size=14, color=MUTED)
     for i, x in enumerate(xs):  # below the line above, so no arrow crosses it
-        s.arrow((x, 180), (x, 210), color="#8c959f", width=1.2)
+        s.arrow((x, 180), (x, 210), color="#939393", width=1.2)
         fills = vector(60 + i, 6, COLORS["X"][0])
         if toks[i] == "[PAD]":
             fills = ["#f0f0f0"] * 6
@@ -873,7 +875,7 @@ def sentence_embedding() -> Svg:
     s.text(xs[5], 330, "left out", size=13, color=MUTED)
     s.text(xs[5], 346, "(mask 0)", size=13, color=MUTED)
     for i, x in enumerate(xs[:5]):
-        s.arrow((x, 314), (250 + i * 50, 360), color="#8c959f", width=1.1)
+        s.arrow((x, 314), (250 + i * 50, 360), color="#939393", width=1.1)
     s.rect(200, 362, 300, 48, COLORS["X"][1], COLORS["X"][0], rx=8, width=2)
     s.text(350, 384, "mean over real tokens, ÷ length", size=15)
     s.text(350, 402, "sentence vector (384,), length 1", size=13, color=MUTED)
@@ -924,7 +926,7 @@ def teacher_forcing_cross() -> Svg:
     row(196, reads, "X", special=("<bos>",))
     for t in range(10):          # target t is the input of row t + 1
         s.arrow((xs[t] + cell / 2 - 1, 256), (xs[t + 1] + cell / 2 - 1, 230),
-                color="#8c959f", width=1.1, head=False)
+                color="#939393", width=1.1, head=False)
     s.text(20, 274, "writes (target):", size=15, anchor="start", weight="bold")
     s.text(20, 292, "scored, cross-entropy", size=13, anchor="start", color=MUTED)
     row(256, writes, "P", special=("<eos>",))
@@ -1103,7 +1105,7 @@ def gqa_heads() -> Svg:
         gx = [cx + (g - (G - 1) / 2) * 56 for g in range(G)]
         for h, x in enumerate(qx):
             g = h // (H // G)
-            s.arrow((x, 113), (gx[g], 170), color="#8c959f", width=1.3, head=False)
+            s.arrow((x, 113), (gx[g], 170), color="#939393", width=1.3, head=False)
         for g, x in enumerate(gx):
             for k, role in enumerate("KV"):
                 st, fl = COLORS[role]
@@ -1141,7 +1143,7 @@ def smollm2_block() -> Svg:
             "down_proj 1536 to 576), added to the residual stream. After the last block a final "
             "RMSNorm and the LM head, which is the embedding matrix E itself (tied), give logits "
             "(B, T, 49152). No projection has a bias.")
-    cx, stream = 300, "#6e7781"
+    cx, stream = 300, "#767676"
     s.text(cx, 34, "token ids (B, T)", size=15)
     s.arrow((cx, 42), (cx, 62))
     s.box(cx, 64, 260, 46, "X", "embedding E: (49152, 576)", size=15)
@@ -1211,7 +1213,7 @@ def smollm2_block() -> Svg:
     s.raw(f'<text x="44" y="{(87 + bottom) / 2}" font-size="12" text-anchor="middle"'
           f' fill="{MUTED}" transform="rotate(-90 44 {(87 + bottom) / 2})">'
           'the same matrix E (tied weights)</text>')
-    legend(s, 470, bottom + 40, [("#6e7781", "#6e7781", "residual stream")], size=12)
+    legend(s, 470, bottom + 40, [("#767676", "#767676", "residual stream")], size=12)
     s.text(470, bottom + 70, "no biases; RMSNorm:", size=12, anchor="start", color=MUTED)
     s.text(470, bottom + 86, "a scale, no centring", size=12, anchor="start", color=MUTED)
     return s
@@ -1313,7 +1315,7 @@ def tiled_softmax() -> Svg:
                    weight="bold" if big else "normal")
         s.text(cx, 150, "scores S_j = q K_j^T/√d", size=12, color=MUTED)
         s.arrow((cx, 158), (cx, 180))
-        s.rect(x0 - 6, 182, 4 * cell + 12, 94, "#f6f8fa", MUTED, rx=8, width=1.5)
+        s.rect(x0 - 6, 182, 4 * cell + 12, 94, "#f7f7f7", MUTED, rx=8, width=1.5)
         s.text(cx, 206, f"m = {mj:.1f}", size=15, weight="bold" if rescaled else "normal")
         s.text(cx, 230, f"ℓ = {lj:.2f}", size=15)
         s.text(cx, 254, "o = Σ e^{S−m} v", size=14, color=COLORS["V"][0])

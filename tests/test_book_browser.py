@@ -700,12 +700,18 @@ def test_phone_figures_fit_and_read(phone, server, png_meta, docname):
 
 
 def _luminance(png: bytes) -> float:
+    """Median luminance (0 black, 1 white) of a figure's outer frame (4 px at its edges): its
+    background, whatever the colours drawn inside."""
     from PIL import Image
     import io as _io
 
     im = Image.open(_io.BytesIO(png)).convert("L")
-    hist = im.histogram()
-    return sum(i * n for i, n in enumerate(hist)) / (255 * sum(hist))
+    w, h = im.size
+    px = im.load()
+    ring = [px[x, y] for x in range(w) for y in (*range(4), *range(h - 4, h))] + \
+           [px[x, y] for y in range(4, h - 4) for x in (*range(4), *range(w - 4, w))]
+    ring.sort()
+    return ring[len(ring) // 2] / 255
 
 
 @pytest.mark.parametrize("docname", ["notebooks/04_scaled_dot_product_attention",
@@ -733,8 +739,8 @@ def test_dark_theme_figures_follow(size, phone, laptop, server, docname):
             lum[theme].append(_luminance(fig.screenshot_as_png))
             if k == 0:
                 shot36(drv, f"{theme}_{docname.replace('/', '_')}_{size[0]}")
-    assert all(v > 0.6 for v in lum["light"]), f"{docname}: light figures {lum['light']}"
-    assert all(v < 0.4 for v in lum["dark"]), f"{docname}: dark figures stay light {lum['dark']}"
+    assert all(v > 0.85 for v in lum["light"]), f"{docname}: light figures {lum['light']}"
+    assert all(v < 0.25 for v in lum["dark"]), f"{docname}: dark figures stay light {lum['dark']}"
 
 
 # ----------------------------------------------------------------------------------- weight
