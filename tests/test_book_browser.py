@@ -793,3 +793,154 @@ def test_search_snippets_show_no_raw_tex(laptop, server):
     converted = laptop.execute_script(
         "return attnlibTexToText(arguments[0]);", r"\operatorname{softmax}(QK^\top/\sqrt{d_k})")
     assert converted == "softmax(QKᵀ/√(d_k))", converted
+
+
+# ------------------------------------------------------------------- JupyterLab, untrusted
+# A downloaded notebook opens untrusted in JupyterLab: its HTML goes through the sanitizer and
+# widgets cannot draw. The chapters must still show their still pictures with their lines, and
+# open without being marked as modified. Checked in JupyterLab itself (the jupyterlab package of
+# this environment), headless, on copies of three chapters in a fresh profile (nothing trusted).
+
+LAB_CHAPTERS = ["01_tokens.ipynb", "02_embeddings_positions.ipynb", "08_transformer_block.ipynb"]
+
+
+@pytest.fixture(scope="module")
+def jupyterlab(tmp_path_factory):
+    import socket
+    import subprocess
+
+    root = tmp_path_factory.mktemp("lab")
+    for name in LAB_CHAPTERS:
+        shutil.copy(ROOT / "notebooks" / name, root / name)
+    old = json.loads((ROOT / "notebooks" / LAB_CHAPTERS[0]).read_text(encoding="utf-8"))
+    old["metadata"]["kernelspec"]["display_name"] = "Python 3"  # as the chapters were stored
+    (root / "old_kernelspec.ipynb").write_text(json.dumps(old), encoding="utf-8")
+    home = tmp_path_factory.mktemp("lab-home")
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(home / "config"),
+           "JUPYTER_DATA_DIR": str(home / "data"), "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+           "PYTHONPATH": str(ROOT)}
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}",
+         "--ServerApp.ip=127.0.0.1", "--ServerApp.token=attnlib", f"--ServerApp.root_dir={root}",
+         "--allow-root", "--LabApp.news_url="],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        up = wait_for(lambda: _port_open(port), timeout=60, interval=0.5)
+        assert up, "JupyterLab did not start"
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _port_open(port: int) -> bool:
+    import socket
+
+    try:
+        socket.create_connection(("127.0.0.1", port), 1).close()
+        return True
+    except OSError:
+        return False
+
+
+JS_LAB_STATE = """
+const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+const tab = document.querySelector('.lm-DockPanel .lm-TabBar-tab.lm-mod-current');
+const kernel = document.querySelector('.jp-Toolbar-kernelName, .jp-KernelName');
+return {cells: panel ? panel.querySelectorAll('.jp-Cell').length : 0,
+        dirty: tab ? tab.classList.contains('jp-mod-dirty') : null,
+        kernel: kernel ? kernel.textContent.trim() : ''};
+"""
+
+
+def _open_in_lab(drv, lab: str, name: str) -> dict:
+    drv.get(f"{lab}/lab/tree/{name}?token=attnlib&reset")
+    state = wait_for(lambda: (s := drv.execute_script(JS_LAB_STATE))["cells"] > 5
+                     and "Python" in s["kernel"] and s, timeout=90, interval=0.5)
+    assert state, f"{name} did not open in JupyterLab: {drv.execute_script(JS_LAB_STATE)}"
+    time.sleep(3)  # the kernel's info arrives; JupyterLab then writes what it would save
+    return drv.execute_script(JS_LAB_STATE)
+
+
+def test_jupyterlab_opens_chapters_unmodified(laptop, jupyterlab):
+    """A chapter opens clean; the old kernelspec ("Python 3") opened modified (the control)."""
+    assert _open_in_lab(laptop, jupyterlab, "old_kernelspec.ipynb")["dirty"] is True, \
+        "the control case no longer opens modified: the check cannot see the difference"
+    for name in LAB_CHAPTERS:
+        state = _open_in_lab(laptop, jupyterlab, name)
+        assert state["dirty"] is False, f"{name} opens in JupyterLab already modified: {state}"
+
+
+JS_LAB_OUTPUTS = """
+const out = [];
+document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell').forEach((cell, i) => {
+  const area = cell.querySelector('.jp-OutputArea');
+  if (!area) return;
+  const text = area.innerText;
+  const imgs = Array.from(area.querySelectorAll('img')).filter(im => im.getBoundingClientRect().width > 50).length;
+  const tables = Array.from(area.querySelectorAll('table')).filter(t => t.getBoundingClientRect().height > 50)
+    .map(t => Array.from(t.querySelectorAll('th')).map(th => th.innerText.replace(/\\u00a0/g, '').trim()));
+  out.push({i, text: text.slice(0, 3000), imgs, tables});
+});
+return out;
+"""
+
+
+def _lab_outputs(drv):
+    drv.execute_script("document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) "
+                       ".jp-WindowedPanel-outer, .jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook')"
+                       ".scrollTop = 0")
+    outputs, seen = [], set()
+    for _ in range(400):  # JupyterLab draws only the cells near the view: scroll through them
+        for o in drv.execute_script(JS_LAB_OUTPUTS):
+            key = (o["text"][:200], o["imgs"], len(o["tables"]))
+            if key not in seen:
+                seen.add(key)
+                outputs.append(o)
+        at_end = drv.execute_script(
+            "const s = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) "
+            ".jp-WindowedPanel-outer') || document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) "
+            ".jp-Notebook'); const before = s.scrollTop; s.scrollTop += 700;"
+            "return s.scrollTop === before;")
+        if at_end:
+            break
+        time.sleep(0.15)
+    return outputs
+
+
+def test_jupyterlab_untrusted_shows_stills_with_their_lines(laptop, jupyterlab):
+    """Untrusted: each precomputed slider shows its first state (a figure, or its HTML) and the
+    line saying what it is; each explorer shows its still picture as a grid whose labels are
+    separate cells, never run together ("Theanimalrested...")."""
+    found_slider_png = found_slider_html = found_still = 0
+    for name in LAB_CHAPTERS:
+        _open_in_lab(laptop, jupyterlab, name)
+        for out in _lab_outputs(laptop):
+            text = out["text"]
+            if "precomputed states" in text:
+                assert "The live slider appears" in text, f"{name}: a slider lost its line"
+                if out["imgs"]:
+                    found_slider_png += 1
+                else:
+                    found_slider_html += 1
+                    assert len(text.split("precomputed states")[0].strip()) > 20, \
+                        f"{name}: a slider of HTML states shows no picture of its first state"
+            if "Interactive explorer" in text and "still picture" in text:
+                labels = [t for t in out["tables"] if t]
+                assert labels, f"{name}: an explorer's still picture was stripped: {text[:200]!r}"
+                rows = [r for r in labels[0] if r][:3]
+                assert len(rows) >= 2 and "".join(rows) not in text.replace("\n", ""), \
+                    f"{name}: the still's labels run together: {text[:300]!r}"
+                found_still += 1
+        SHOTS36.mkdir(parents=True, exist_ok=True)
+        laptop.save_screenshot(str(SHOTS36 / f"jupyterlab_{name}.png"))
+    print(f"JupyterLab, untrusted: {found_slider_png} figure sliders, {found_slider_html} HTML "
+          f"sliders, {found_still} explorer stills, each with its line")
+    assert found_slider_png >= 1 and found_slider_html >= 1 and found_still >= 1, \
+        (found_slider_png, found_slider_html, found_still)

@@ -101,7 +101,7 @@ def precomputed_slider(values: Sequence[Any], render: Callable[[Any], Any], *,
                                      description=description, continuous_update=continuous_update,
                                      style={"description_width": "initial"})
     widgets.jslink((slider, "index"), (stack, "selected_index"))
-    first = outputs[start].outputs[-1]["data"]   # the picture shown where widgets cannot draw
+    first = outputs[start].outputs[0]["data"]   # the picture shown where widgets cannot draw
     shown = "the first state" if start == 0 else f"the state {labels[start]}"
     box = _slider_box_class(widgets)([slider, stack])
     line = (f"Slider {description!r} over {len(values)} precomputed states ({labels[0]} ... "
@@ -112,7 +112,7 @@ def precomputed_slider(values: Sequence[Any], render: Callable[[Any], Any], *,
     still = ({"image/png": first["image/png"]} if "image/png" in first else
              {"text/html": first["text/html"]} if "text/html" in first else {})
     box._fallback = {"text/plain": line, **still}
-    box._fallback_metadata = ({"image/png": outputs[start].outputs[-1]["metadata"]["image/png"]}
+    box._fallback_metadata = ({"image/png": outputs[start].outputs[0]["metadata"]["image/png"]}
                               if "image/png" in first else {})
     box._line = line
     return box
