@@ -6,7 +6,8 @@
 2. Jupyter Book always loads sphinx-thebe, even with `launch_buttons.thebe: false`. Its inline
    script points at a CDN and (sphinx-thebe 0.3.1 under Sphinx 7) is added twice to every page,
    which is a JavaScript SyntaxError ("THEBE_JS_URL has already been declared"). We drop its
-   assets from every page; the book has no "live code" button, so nothing uses them.
+   assets from every page; the book has no "live code" button, so nothing uses them. Pages that
+   use no sphinx-design component drop its stylesheet and script too (60 kB).
 3. ``attnlib_without_fontawesome``, a template filter (book/_templates/layout.html): the page
    head without pydata-sphinx-theme's fontawesome.js (1.5 MB of JavaScript on every page that
    turns ~20 ``<i class="fa-...">`` icons into SVG). Instead, when the build has finished,
@@ -72,10 +73,19 @@ def _is_thebe(asset) -> bool:
     return "sphinx-thebe" in (name or "") or "THEBE_JS_URL" in body
 
 
+def _is_design(asset) -> bool:
+    name = getattr(asset, "filename", None) or str(asset)
+    return "sphinx-design" in name or "design-tabs.js" in name
+
+
 def drop_thebe_assets(app, pagename, templatename, context, doctree) -> None:
+    """Drop sphinx-thebe's assets everywhere, and sphinx-design's (60 kB, loaded by Jupyter Book
+    on every page) from pages that use none of its components (class names "sd-...")."""
+    unused_design = 'class="sd-' not in context.get("body", "") and 'class="sd ' not in context.get("body", "")
     for key in ("script_files", "css_files"):
         if key in context:
-            context[key] = [a for a in context[key] if not _is_thebe(a)]
+            context[key] = [a for a in context[key]
+                            if not _is_thebe(a) and not (unused_design and _is_design(a))]
 
 
 FONTAWESOME_JS = re.compile(r'\s*<script[^>]*\bsrc="[^"]*/fontawesome\.js[^"]*"[^>]*>\s*</script>')

@@ -402,6 +402,8 @@ AWAITING_FIGURES: dict[str, str] = {
     "book/benchmarks": "benchmark plots drawn 936 px wide (benchmarks/plots.py)",
 }
 AWAITING_WEIGHT: dict[str, str] = {
+    "notebooks/04_scaled_dot_product_attention": "4.1 MB: 1x RGBA PNGs, in cells and slider states (re-execute)",
+    "notebooks/12_efficient_inference": "4.1 MB: 1x RGBA PNGs, in cells and slider states (re-execute)",
     "notebooks/07_real_heads": "page HTML and 1x PNGs (re-execute)",
     "notebooks/10_tiny_gpt": "882 kB of page HTML (explorers)",
     "notebooks/11_rope": "0.5 MB of 1x slider PNGs in the widget state (re-execute)",
