@@ -477,7 +477,9 @@ def shot36(drv, name: str) -> None:
 
 
 def open_page(drv, server: str, docname: str, theme: str = "light") -> None:
-    """Load a page as a reader would, in the given colour theme, and wait for it to settle."""
+    """Load a page as a reader would, in the given colour theme, and wait for it to settle; the
+    console must stay free of errors (a theme script that lost an element it measures, say)."""
+    drv.get_log("browser")
     drv.get(f"http://{server}/{docname}.html")
     drv.execute_script("localStorage.setItem('mode', arguments[0]);"
                        "localStorage.setItem('theme', arguments[0]);", theme)
@@ -489,6 +491,8 @@ def open_page(drv, server: str, docname: str, theme: str = "light") -> None:
         "return Array.from(document.images).every(i => i.complete)"), timeout=20)
     time.sleep(0.4)
     assert drv.execute_script("return document.documentElement.dataset.theme") == theme
+    severe = [e["message"] for e in drv.get_log("browser") if e["level"] == "SEVERE"]
+    assert not severe, f"{docname} ({theme}): console errors: {severe[:3]}"
 
 
 # ------------------------------------------------------------------------------- navigation
