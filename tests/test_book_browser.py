@@ -650,9 +650,8 @@ def test_setup_cell_is_kept_below_the_introduction(laptop, server):
 JS_FIGURES = """
 const col = document.querySelector('article.bd-article');
 const right = col.getBoundingClientRect().right;
-return Array.from(document.querySelectorAll(
-    'article div.cell_output img, article .widget-output img, article img.attnlib-diagram'))
-  .filter(i => i.getClientRects().length && i.naturalWidth)
+return Array.from(document.querySelectorAll('article img'))
+  .filter(i => i.getClientRects().length && i.naturalWidth > 120)  /* figures, not logos */
   .map(i => { const r = i.getBoundingClientRect();
               return {src: i.currentSrc || i.src, w: r.width, right: r.right, colRight: right,
                       natural: i.naturalWidth, attrWidth: i.getAttribute('width'),
