@@ -32,7 +32,7 @@ from .models import build_pair, forward_flops
 RUNS = {
     "smoke": [("smoke", 8, 8)],
     "quick": [("tiny", 32, 64), ("gpt2-small", 32, 32)],
-    "full": [("tiny", 32, 256), ("gpt2-small", 32, 256)],
+    "full": [("tiny", 32, 256), ("gpt2-small", 32, 128)],
 }
 
 

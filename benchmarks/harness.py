@@ -184,6 +184,8 @@ def profile_calls(fns: dict[str, Callable[[], object]], device: str) -> dict[str
     inside its own ``record_function`` range, and events are attributed by time window."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
+    from attnlib.utils import _quiet_stderr  # the profiler's C++ start/stop lines, not ours
+
     cuda = torch.device(device).type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     cuda_peak = {}
@@ -197,7 +199,7 @@ def profile_calls(fns: dict[str, Callable[[], object]], device: str) -> dict[str
             synchronize(device)
             cuda_peak[name] = torch.cuda.max_memory_allocated() - before
     tags = {name: f"bench::{i}" for i, name in enumerate(fns)}
-    with profile(activities=activities, profile_memory=True) as prof:
+    with _quiet_stderr(), profile(activities=activities, profile_memory=True) as prof:
         for name, fn in fns.items():
             with record_function(tags[name]):
                 fn()

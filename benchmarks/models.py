@@ -78,8 +78,10 @@ def top_ops(fn, n: int = 8) -> dict:
     total number of aten op calls (a count that, unlike time, does not depend on the load)."""
     from torch.profiler import ProfilerActivity, profile
 
+    from attnlib.utils import _quiet_stderr  # the profiler's C++ start/stop lines
+
     fn()
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
         fn()
     avgs = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
     total = sum(e.self_cpu_time_total for e in avgs) or 1

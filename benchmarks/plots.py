@@ -1,13 +1,15 @@
-"""PNG plots of a benchmark JSON (matplotlib, Agg): ``python -m benchmarks.plots results.json outdir``.
+"""SVG plots of a benchmark JSON (matplotlib, Agg): ``python -m benchmarks.plots results.json outdir``.
 
-One colour per system in every figure (Okabe-Ito, distinguishable with the common colour-vision
-deficiencies), drawn at the book column's width with 2x pixels.
+One panel per file, 5 inches wide, so the page shows each at its size (and stacked on a phone);
+one colour per system in every figure (Okabe-Ito, distinguishable with the common colour-vision
+deficiencies).
 """
 from __future__ import annotations
 
 import json
 import statistics
 import sys
+from html import escape
 from pathlib import Path
 
 import matplotlib
@@ -23,89 +25,115 @@ COLOR = {  # system -> colour, the same in every figure
     "HF, eager attention": "#D55E00",
 }
 MIB = 2**20
-WIDTH = 6.8  # inches: the page's column at 100 dpi
+WIDTH, HEIGHT = 5.0, 3.4  # inches
 
 
-def _title(doc: dict) -> str:
-    env = doc["env"]
-    return f"{env['device_name']}, {env['threads']} thread(s), {env['dtype']}"
-
-
-def attention_plot(doc: dict, path: Path) -> Path:
+def attention_plots(doc: dict, stem: Path) -> list[Path]:
     res = doc["benchmarks"]["attention"]
     T = [r["T"] for r in res["sizes"]]
-    fig, (a, b) = plt.subplots(2, 1, figsize=(WIDTH, 7.0))
-    for name, key in (("attnlib", "attnlib_sdpa"), ("attnlib, math path", "attnlib_math")):
-        a.plot(T, [r["timing"]["median_s"][key] * 1e3 for r in res["sizes"]], "o-", color=COLOR[name],
-               label=name.replace("attnlib", "fused SDPA") if key == "attnlib_sdpa" else "math path")
-        b.plot(T, [r["memory"][key]["peak_bytes"] / MIB for r in res["sizes"]], "o-", color=COLOR[name],
-               label=("fused SDPA" if key == "attnlib_sdpa" else "math path") + ", peak")
-    b.plot(T, [r["tt_bytes"] / MIB for r in res["sizes"]], "--", color="grey", label="one (B, H, T, T) tensor")
-    a.set(xscale="log", yscale="log", xlabel="sequence length T", ylabel="ms per call", title="Time")
-    b.set(xscale="log", yscale="log", xlabel="sequence length T", ylabel="peak memory (MiB)", title="Peak memory")
-    for ax in (a, b):
+    paths = []
+    for what, key_fn, ylabel, title in (
+        ("time", lambda r, k: r["timing"]["median_s"][k] * 1e3, "ms per call", "Time of one attention call"),
+        ("memory", lambda r, k: r["memory"][k]["peak_bytes"] / MIB, "peak memory (MiB)",
+         "Peak memory of one attention call"),
+    ):
+        fig, ax = plt.subplots(figsize=(WIDTH, HEIGHT))
+        for name, key, label in (("attnlib", "attnlib_sdpa", "fused SDPA"),
+                                 ("attnlib, math path", "attnlib_math", "math path")):
+            ax.plot(T, [key_fn(r, key) for r in res["sizes"]], "o-", color=COLOR[name], label=label)
+        if what == "memory":
+            ax.plot(T, [r["tt_bytes"] / MIB for r in res["sizes"]], "--", color="grey",
+                    label="one (B, H, T, T) tensor")
+        ax.set(xscale="log", yscale="log", xlabel="sequence length T", ylabel=ylabel, title=title)
         ax.set_xticks(T, [str(t) for t in T])
         ax.minorticks_off()
-        ax.legend(fontsize=9)
-    fig.suptitle(f"Attention, B=1, H={res['heads']}, D={res['head_dim']}: " + _title(doc), fontsize=10)
-    return _save(fig, path)
+        ax.legend()
+        paths.append(_save(fig, stem.with_name(f"{stem.name}_attention_{what}.svg")))
+    return paths
 
 
-def models_plot(doc: dict, path: Path) -> Path:
+def models_plots(doc: dict, stem: Path) -> list[Path]:
     runs = doc["benchmarks"]["models"]["runs"]
-    fig, ax = plt.subplots(figsize=(WIDTH, 3.6))
+    fig, ax = plt.subplots(figsize=(WIDTH, HEIGHT))
     x = list(range(len(runs)))
     w = 0.27
     for i, (name, key) in enumerate((("HF transformers", "hf_sdpa"), ("attnlib", "attnlib"),
                                      ("HF, eager attention", "hf_eager"))):
         ax.bar([j + (i - 1) * w for j in x], [r["timing"]["median_s"][key] * 1e3 for r in runs], w,
                color=COLOR[name], label=name)
-    ax.set(xticks=x, xticklabels=[f"{r['shape']}, T={r['T']}" for r in runs], yscale="log",
-           ylabel="ms per forward (lower is faster)", title="One forward pass, same weights: " + _title(doc))
-    ax.title.set_fontsize(10)
-    ax.legend(fontsize=9)
-    return _save(fig, path)
+    ax.set(xticks=x, xticklabels=[r["shape"] for r in runs], yscale="log",
+           ylabel="ms per forward", title=f"One forward over T={runs[0]['T']} tokens")
+    ax.legend()
+    return [_save(fig, stem.with_name(f"{stem.name}_models.svg"))]
 
 
-def generation_plot(doc: dict, path: Path) -> Path:
+def generation_plots(doc: dict, stem: Path) -> list[Path]:
     runs = doc["benchmarks"]["generation"]["runs"]
-    fig, (a, b) = plt.subplots(2, 1, figsize=(WIDTH, 7.0))
+    fig, ax = plt.subplots(figsize=(WIDTH, HEIGHT))
     x = list(range(len(runs)))
     w = 0.27
-    for i, (name, key) in enumerate((("attnlib, no cache", "attnlib_no_cache"), ("attnlib", "attnlib_cache"),
-                                     ("HF transformers", "hf_cache"))):
-        a.bar([j + (i - 1) * w for j in x], [r["tokens_per_s"][key] for r in runs], w, color=COLOR[name],
-              label=name + (", with a cache" if key != "attnlib_no_cache" else ""))
-    a.set(xticks=x, xticklabels=[f"{r['shape']}, {r['prompt']}+{r['new']} tokens" for r in runs], yscale="log",
-          ylabel="tokens per second", title="Greedy generation (higher is faster)")
-    a.legend(fontsize=9)
+    for i, (name, key, label) in enumerate((("attnlib, no cache", "attnlib_no_cache", "attnlib, no cache"),
+                                            ("attnlib", "attnlib_cache", "attnlib, cache"),
+                                            ("HF transformers", "hf_cache", "HF, cache"))):
+        ax.bar([j + (i - 1) * w for j in x], [r["tokens_per_s"][key] for r in runs], w, color=COLOR[name],
+               label=label)
+    ax.set(xticks=x, xticklabels=[r["shape"] for r in runs], yscale="log", ylabel="tokens per second",
+           title=f"Greedy generation after a {runs[0]['prompt']}-token prompt")
+    ax.legend()
+    speed = _save(fig, stem.with_name(f"{stem.name}_generation_speed.svg"))
+    fig, ax = plt.subplots(figsize=(WIDTH, HEIGHT))
     for r, style in zip(runs, ("-", "--")):
         steps, win = r["step_s"], r["window"]
         smooth = [statistics.median(steps[max(0, j - win // 2): j + win // 2 + 1]) * 1e3 for j in range(len(steps))]
-        b.plot(range(1, len(steps) + 1), smooth, style, color=COLOR["attnlib"], label=f"{r['shape']}")
-    b.set(xlabel="new token", ylabel="ms per decode step", yscale="log",
-          title=f"Cost of each step with the cache (running median of {runs[0]['window']})")
-    b.legend(fontsize=9)
-    fig.suptitle(_title(doc), fontsize=10)
-    return _save(fig, path)
+        ax.plot(range(1, len(steps) + 1), smooth, style, color=COLOR["attnlib"], label=r["shape"])
+    ax.set(xlabel="new token", ylabel="ms per step (median of a window)", yscale="log",
+           title="attnlib: each decode step with the cache")
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1, 2, 5)))  # 2, 5, 10, 20, 50
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.legend()
+    return [speed, _save(fig, stem.with_name(f"{stem.name}_generation_steps.svg"))]
 
 
 def _save(fig, path: Path) -> Path:
     fig.tight_layout()
-    fig.savefig(path, dpi=200)  # 2x the page's 100 dpi: sharp on high-density screens
+    fig.savefig(path, metadata={"Date": None})  # SVG, text as text: sharp on any screen, no date
+    ax = fig.axes[0]
+    title, desc = escape(ax.get_title()), escape(describe(ax))
+    svg = path.read_text()
+    start = svg.index(">", svg.index("<svg")) + 1  # what a screen reader announces, first inside
+    path.write_text(f"{svg[:start]}\n <title>{title}</title>\n <desc>{desc}</desc>{svg[start:]}")
     plt.close(fig)
     return path
 
 
+def describe(ax) -> str:
+    """The plotted numbers in words: each line's first and last value, each bar group's bars."""
+    def g(v: float) -> str:
+        return f"{v:.3g}"
+    parts = [f"{ax.get_ylabel()} against {ax.get_xlabel() or 'model'}"]
+    for line in ax.get_lines():
+        if not line.get_label().startswith("_"):
+            y = line.get_ydata()
+            parts.append(f"{line.get_label()}: {g(y[0])} to {g(y[-1])}")
+    names = [t.get_text() for t in ax.get_xticklabels()]
+    for bars in ax.containers:
+        values = ", ".join(f"{n} {g(b.get_height())}" for n, b in zip(names, bars))
+        parts.append(f"{bars.get_label()}: {values}")
+    return "; ".join(parts) + "."
+
+
 def draw_all(doc: dict, outdir: Path) -> list[Path]:
-    """Draw a plot per benchmark present in ``doc``; return the paths written."""
+    """Draw the plots of every benchmark present in ``doc`` (one panel per SVG file); return the
+    paths written: ``<mode>_<device>_<name>.svg``."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    device = doc["env"]["device"].split(":")[0]
-    mode = doc["settings"]["mode"]
-    draw = {"attention": attention_plot, "models": models_plot, "generation": generation_plot}
-    with plt.rc_context({"font.size": 10}):
-        return [fn(doc, outdir / f"{mode}_{device}_{name}.png") for name, fn in draw.items() if name in doc["benchmarks"]]
+    stem = outdir / f"{doc['settings']['mode']}_{doc['env']['device'].split(':')[0]}"
+    draw = {"attention": attention_plots, "models": models_plots, "generation": generation_plots}
+    # 5 x 3.4 inches at 10 pt: text stays at least 9 px wherever the column is 360 px or wider
+    with plt.rc_context({"font.size": 10, "legend.fontsize": 9, "svg.fonttype": "none",
+                         "svg.hashsalt": "attnlib"}):
+        return [p for name, fn in draw.items() if name in doc["benchmarks"] for p in fn(doc, stem)]
 
 
 if __name__ == "__main__":

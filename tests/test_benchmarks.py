@@ -108,8 +108,9 @@ def test_cli_smoke_writes_schema_and_plots(tmp_path: Path) -> None:
                  "--plots", str(tmp_path)]) == 0
     doc = json.loads(out.read_text())
     check_document(doc, {"attention", "models", "generation", "compiled"})
-    for name in ("attention", "models", "generation"):
-        assert (tmp_path / f"smoke_cpu_{name}.png").stat().st_size > 10_000
+    for name in ("attention_time", "attention_memory", "models", "generation_speed", "generation_steps"):
+        svg = (tmp_path / f"smoke_cpu_{name}.svg").read_text()
+        assert svg.startswith("<?xml") and "<text" in svg  # text as text, not paths
     # what the GPU session (benchmarks.gpu) adds and renders, exercised here on the CPU
     from benchmarks.models import train_step
     from benchmarks.report import render_gpu_doc
@@ -227,10 +228,10 @@ def test_stored_full_results_and_book_page_agree() -> None:
     assert doc["settings"]["mode"] == "full" and doc["env"]["device"] == "cpu"
     check_document(doc, {"attention", "models", "generation", "compiled", "smollm2"})
     page = PAGE.read_text()
-    for name in ("attention", "models", "generation"):
-        png = f"full_cpu_{name}.png"
-        assert (STORED.parent / png).exists()
-        assert f"../benchmarks/results/{png}" in page
+    for name in ("attention_time", "attention_memory", "models", "generation_speed", "generation_steps"):
+        svg = f"full_cpu_{name}.svg"
+        assert (STORED.parent / svg).exists()
+        assert f"../benchmarks/results/{svg}" in page
     # the page's tables and quoted numbers are the stored ones: re-rendering changes nothing
     assert render_page(page, doc) == page, "run `python -m benchmarks.report` after storing new results"
     for t in doc["targets"]:  # and every target appears with its verdict

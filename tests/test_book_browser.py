@@ -399,7 +399,6 @@ AWAITING_FIGURES: dict[str, str] = {
     "notebooks/10_tiny_gpt": "1x PNGs wider than 550 px (re-execute)",
     "notebooks/11_rope": "1x PNGs wider than 550 px (re-execute)",
     "notebooks/12_efficient_inference": "1x PNGs wider than 550 px (re-execute)",
-    "book/benchmarks": "benchmark plots drawn 936 px wide (benchmarks/plots.py)",
 }
 AWAITING_WEIGHT: dict[str, str] = {
     "notebooks/04_scaled_dot_product_attention": "4.1 MB: 1x RGBA PNGs, in cells and slider states (re-execute)",
