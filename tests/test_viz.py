@@ -431,3 +431,38 @@ def test_precomputed_slider_opens_on_the_value_asked_for():
     assert viz.precomputed_slider([1, 2], str).children[0].index == 0  # default: the first
     with pytest.raises(ValueError, match=r"value=5 is not one of"):
         viz.precomputed_slider([1, 2], str, value=5)
+
+
+# ------------------------------------------------------------------- initial state (issue 36)
+def test_explorer_opens_on_the_initial_state_it_is_given():
+    """initial={dim: label} picks the state an explorer opens on (chapter 9 opens at the end of
+    training): the payload names one index per dim, the still picture shows that state, and an
+    explorer without it keeps its payload and HTML exactly as before (no "initial" key, no third
+    script), so the stored outputs of every other chapter stay valid."""
+    data = softmax_weights(3, 2, 4, 4)  # (step, head, Tq, Tk)
+    kw = dict(dims=("step", "head"), dim_labels={"step": [0, 50, 100]}, title="steps")
+    plain = viz.explorer(data, list("abcd"), **kw)
+    assert "initial" not in plain.payload
+    same = viz.explorer(data, list("abcd"), initial=None, **kw)
+    assert same.to_html(full_page=True) == plain.to_html(full_page=True)
+    assert "attnlib-initial" not in plain.to_html() and plain.to_html().count("<script") == 2
+    ex = viz.explorer(data, list("abcd"), initial={"step": 100}, **kw)
+    assert ex.payload["initial"] == [2, 0]  # head not named: its first label
+    html = ex.to_html()  # payload, explorer.js, then the script that moves the sliders there
+    assert html.count("<script") == 3 and '<script class="attnlib-initial">' in html
+    for banned in ("<link", " src=", "fetch(", "http", "//"):
+        assert banned not in html.split('class="attnlib-initial">')[1], banned
+    assert viz.explorer(data, list("abcd"), initial={"step": "100", "head": 1}, **kw).payload["initial"] == [2, 1]
+    still = re.search(r'<div class="attnlib-noscript">(.*?)</div>', ex.to_html(), re.S).group(1)
+    assert "opening state (step 100, head 0)" in still
+    fills = re.findall(r'<rect [^>]*fill="#([0-9a-f]{6})"', still)
+    last = viz.decode_payload(ex.payload, 0)[2, 0]
+    lo, hi, pal = ex.payload["vmin"], ex.payload["vmax"], ex.payload["palette"]
+    assert fills == [pal[6 * k:6 * k + 6] for k in
+                     np.minimum(255, np.floor((last.ravel() - lo) / (hi - lo) * 256)).astype(int)]
+    with pytest.raises(ValueError, match="unknown dims.*layer"):
+        viz.explorer(data, list("abcd"), initial={"layer": 0}, **kw)
+    with pytest.raises(ValueError, match="initial\\['step'\\] is '75'"):
+        viz.explorer(data, list("abcd"), initial={"step": 75}, **kw)
+    with pytest.raises(TypeError, match="initial must be a dict"):
+        viz.explorer(data, list("abcd"), initial=[2, 0], **kw)

@@ -364,3 +364,22 @@ def test_still_picture_where_scripts_do_not_run(driver, tmp_path):
     root = driver.find_element("css selector", "div.attnlib-explorer")
     assert root.find_elements("css selector", ".attnlib-noscript") == []
     assert root.find_elements("css selector", "svg.attnlib-plot")
+
+
+def test_explorer_opens_on_its_initial_state(driver, tmp_path):
+    """initial={dim: label}: the sliders, their read-outs, data-state and the cells start there,
+    and moving a slider still works from it."""
+    ex = viz.explorer(W, TOKENS, dims=("layer", "head"), initial={"layer": 1, "head": 2})
+    path = tmp_path / "initial.html"
+    ex.save(path)
+    driver.get(path.as_uri())
+    r = driver.find_element(By.CSS_SELECTOR, "div.attnlib-explorer")
+    assert r.get_attribute("data-state") == "example=0;layer=1;head=2;row=-1"
+    layer, head = r.find_elements(By.CSS_SELECTOR, "input[type=range]")
+    assert (layer.get_attribute("value"), head.get_attribute("value")) == ("1", "2")
+    assert [o.text for o in r.find_elements(By.CSS_SELECTOR, "output")] == ["1", "2"]
+    assert values(r) == expected(W[1, 2].numpy())
+    head.send_keys(Keys.ARROW_LEFT)
+    assert r.get_attribute("data-state") == "example=0;layer=1;head=1;row=-1"
+    assert values(r) == expected(W[1, 1].numpy())
+    assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []

@@ -108,19 +108,28 @@ class Explorer(HtmlOutput):
         """The first state as a still SVG picture plus a line saying what it is (for no-script hosts)."""
         p = self.payload
         ex = p["examples"][0]
-        first = decode_payload(p, 0)[(0,) * len(p["dims"])]  # (Tq, Tk) of the first state
-        where = ", ".join(f"{d['name']} {d['labels'][0]}" for d in p["dims"])
+        start = p.get("initial") or [0] * len(p["dims"])  # the state it opens on
+        first = decode_payload(p, 0)[tuple(start)]  # (Tq, Tk) of that state
+        where = ", ".join(f"{d['name']} {d['labels'][i]}" for d, i in zip(p["dims"], start))
         if len(p["examples"]) > 1:
             where = f"example {ex['name']!r}" + (f", {where}" if where else "")
         name = p["title"] or "attention explorer"
+        which = "opening state" if p.get("initial") else "first state"
         svg = matrix_svg(first, ex["rows"], ex["cols"], palette=p["palette"], vmin=p["vmin"],
-                         vmax=p["vmax"], label=f"{name}: first state",
+                         vmax=p["vmax"], label=f"{name}: {which}",
                          footer=f"{p['valueName']} from {p['vmin']:g} to {p['vmax']:g}")
-        shown = f"a still picture of its first state ({where})" if where else "a still picture of it"
+        shown = f"a still picture of its {which} ({where})" if where else "a still picture of it"
         text = (f"Interactive explorer ({html.escape(repr(self))}). Scripts do not run here, so "
                 + (f"this is {html.escape(shown)}" if svg else "its matrices are too large to draw as a still")
                 + ". In Jupyter, run the cell or trust the notebook; in the book, allow JavaScript.")
         return f'<div class="attnlib-noscript"><p style="margin:0 0 6px">{text}</p>{svg}</div>'
+
+    def _opening_script(self) -> str:
+        """Only for an explorer given ``initial``: a script that moves its sliders there once
+        explorer.js has drawn it (so every other explorer's HTML stays exactly as it was)."""
+        if not self.payload.get("initial"):
+            return ""
+        return f'<script class="attnlib-initial">{_asset("explorer_initial.js")}</script>'
 
     def __repr__(self) -> str:
         p = self.payload
@@ -154,6 +163,7 @@ class Explorer(HtmlOutput):
             f"{self._still()}"
             f'<script type="application/json" class="attnlib-data">{self._json}</script>'
             f"<script>{_asset('heatmap_keys.js')}\n{_asset('explorer.js')}</script>"
+            f"{self._opening_script()}"
             "</div>"
         )
         if not full_page:
@@ -171,7 +181,8 @@ def explorer(data: Any, row_tokens: Optional[Sequence[Any]] = None,
              dim_labels: Optional[Mapping[str, Sequence[Any]]] = None,
              examples: Optional[Sequence[str]] = None, title: Optional[str] = None,
              value_name: str = "weight", diverging: bool = False, vmin: Optional[float] = None,
-             vmax: Optional[float] = None, digits: int = 3, cmap: Optional[str] = None) -> Explorer:
+             vmax: Optional[float] = None, digits: int = 3, cmap: Optional[str] = None,
+             initial: Optional[Mapping[str, Any]] = None) -> Explorer:
     """Precompute every state of a (*leading, Tq, Tk) array for the browser explorer.
 
     Args:
@@ -186,6 +197,8 @@ def explorer(data: Any, row_tokens: Optional[Sequence[Any]] = None,
         vmin, vmax: colour range (default [min(0, data), max(1, data)], or +-max|data| diverging).
         digits: decimals kept and shown (the payload holds round(value, digits) exactly).
         cmap: any matplotlib colormap name (default viridis / RdBu_r).
+        initial: {dim name: label} of the state it opens on, e.g. {"step": 400} to open at the end
+            of training (default: the first label of every dim); the still picture shows it too.
     Returns:
         An ``Explorer``; display it to draw it. ``-inf``/NaN cells are drawn as masked.
     """
@@ -236,6 +249,7 @@ def explorer(data: Any, row_tokens: Optional[Sequence[Any]] = None,
             raise ValueError(f"dim_labels[{name!r}] has {len(labels)} labels but the {name} axis has {size}")
         dim_spec.append({"name": name, "labels": labels})
 
+    start = _initial_indices(initial, dim_spec)
     lo, hi = colour_range(np.concatenate([a.ravel() for a in arrays]), vmin, vmax, diverging)
     ex_payload = []
     for name, a, rt, ct in zip(examples, arrays, rows_per, cols_per):
@@ -250,7 +264,29 @@ def explorer(data: Any, row_tokens: Optional[Sequence[Any]] = None,
         "digits": digits, "vmin": _round(lo), "vmax": _round(hi), "diverging": bool(diverging),
         "palette": _palette(cmap or default_cmap(diverging)), "dims": dim_spec, "examples": ex_payload,
     }
+    if start is not None:  # only then: an explorer opened on its first state keeps its old HTML
+        payload["initial"] = start
     return Explorer(payload)
+
+
+def _initial_indices(initial: Optional[Mapping[str, Any]], dim_spec: list[dict[str, Any]]) -> Optional[list[int]]:
+    """{dim name: label} -> one index per dim (0 where not named); None when ``initial`` is None."""
+    if initial is None:
+        return None
+    if not isinstance(initial, Mapping):
+        raise TypeError(f"initial must be a dict {{dim name: label}}, got {type(initial).__name__}")
+    names = [d["name"] for d in dim_spec]
+    unknown = sorted(set(map(str, initial)) - set(names))
+    if unknown:
+        raise ValueError(f"initial names unknown dims {unknown}; dims are {names}")
+    wanted = {str(k): str(v) for k, v in initial.items()}
+    start = []
+    for d in dim_spec:
+        label = wanted.get(d["name"])
+        if label is not None and label not in d["labels"]:
+            raise ValueError(f"initial[{d['name']!r}] is {label!r}, not one of the {d['name']} labels {d['labels']}")
+        start.append(0 if label is None else d["labels"].index(label))
+    return start
 
 
 def _round(x: float) -> float:
