@@ -1,5 +1,6 @@
-"""Held-out loss of a next-token model by position (``loss_by_position``), and what each key
-writes through each attention head (``head_output_norms``).
+"""Held-out loss of a next-token model by position (``loss_by_position``), what each key
+writes through each attention head (``head_output_norms``), and heads switched off
+(``heads_off``: the ablation that tests what a head is for).
 
 Chapter 11 compares position schemes on the same held-out text, and asks what happens to a model
 past the context length it was trained on; both need the mean cross-entropy at each position
@@ -7,6 +8,9 @@ past the context length it was trained on; both need the mean cross-entropy at e
 gradients, the model's train/eval mode is restored.
 """
 from __future__ import annotations
+
+import contextlib
+from typing import Iterable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -102,3 +106,46 @@ def head_output_norms(attn: nn.Module, x: Tensor) -> Tensor:
         w_o = attn.out_proj.weight.view(-1, H, D)                    # (C, H, D): W_O,h = w_o[:, h]
         written = torch.einsum("bhtd,chd->bhtc", v, w_o)             # (B, H, T, C)
         return written.norm(dim=-1)                                  # (B, H, T)
+
+
+@contextlib.contextmanager
+def heads_off(model: nn.Module, heads: Iterable[tuple[int, int]]) -> Iterator[nn.Module]:
+    """Switch attention heads off inside a ``with`` block: head h of layer l writes nothing.
+
+    A forward pre-hook on ``model.layers[l].self_attn.out_proj`` zeroes the D columns of head h in
+    its input (the merged heads, (B, T, H * D)), which is the same as zeroing the D columns of
+    ``W_O`` that belong to head h; the weights themselves are not touched. The hooks are removed
+    when the block ends, also after an error.
+
+    Args:
+        model: a model whose ``layers[l].self_attn`` are :class:`attnlib.MultiHeadAttention`
+            (:class:`attnlib.GPT`, :class:`attnlib.Encoder`).
+        heads: (layer, query head) pairs, counted from 0; may be empty.
+
+    Yields:
+        ``model`` itself.
+    """
+    pairs = [tuple(p) for p in heads]
+    layers = getattr(model, "layers", None)
+    if not isinstance(layers, nn.ModuleList):
+        raise TypeError(f"model must have .layers (an nn.ModuleList), got {type(model).__name__}")
+    for pair in pairs:
+        if len(pair) != 2 or not all(isinstance(i, int) for i in pair):
+            raise TypeError(f"heads must be (layer, head) pairs of ints, got {pair!r}")
+        layer, head = pair
+        attn = layers[layer].self_attn if 0 <= layer < len(layers) else None
+        if attn is None or not 0 <= head < attn.n_heads:
+            n_heads = layers[0].self_attn.n_heads
+            raise ValueError(f"head {pair} is not in this model: layers 0..{len(layers) - 1}, "
+                             f"heads 0..{n_heads - 1}")
+    hooks = []
+    try:
+        for layer, head in pairs:
+            attn = layers[layer].self_attn
+            cols = torch.arange(head * attn.head_dim, (head + 1) * attn.head_dim)
+            hooks.append(attn.out_proj.register_forward_pre_hook(
+                lambda mod, args, cols=cols: (args[0].index_fill(-1, cols.to(args[0].device), 0),)))
+        yield model
+    finally:
+        for hook in hooks:
+            hook.remove()

@@ -94,3 +94,51 @@ def test_head_output_norms_refuses_what_is_not_an_attention_layer():
         attnlib.head_output_norms(torch.nn.Linear(8, 8), torch.randn(1, 3, 8))
     with pytest.raises(ValueError, match=r"x must have shape \(B, T, d_model=8\)"):
         attnlib.head_output_norms(attn, torch.randn(1, 3, 6))
+
+
+# --------------------------------------------------------------------------- heads_off
+def test_heads_off_equals_zeroing_the_heads_columns_of_w_o():
+    """Switching head h of layer l off is zeroing its D columns of W_O (a copy, by hand); other
+    heads and layers are untouched, and the model is back to normal after the block."""
+    import copy
+
+    model = small_gpt().eval()
+    model.layers.append(copy.deepcopy(model.layers[0]))         # two layers, grouped queries off
+    ids = torch.randint(0, 11, (2, 7), generator=torch.Generator().manual_seed(2))
+    D = model.layers[0].self_attn.head_dim
+    with torch.no_grad():
+        before = model(ids).logits
+        with attnlib.heads_off(model, [(1, 0), (0, 1)]) as same:
+            assert same is model
+            off = model(ids).logits
+        by_hand = copy.deepcopy(model)
+        by_hand.layers[1].self_attn.out_proj.weight[:, 0:D] = 0
+        by_hand.layers[0].self_attn.out_proj.weight[:, D:2 * D] = 0
+        torch.testing.assert_close(off, by_hand(ids).logits)
+        assert (off - before).abs().max() > 1e-3                  # it did something
+        torch.testing.assert_close(model(ids).logits, before, rtol=0, atol=0)   # hooks gone
+        with attnlib.heads_off(model, []):
+            torch.testing.assert_close(model(ids).logits, before, rtol=0, atol=0)
+
+
+def test_heads_off_removes_its_hooks_after_an_error_and_refuses_bad_heads():
+    model = small_gpt().eval()
+    ids = torch.zeros(1, 3, dtype=torch.long)
+    with torch.no_grad():
+        before = model(ids).logits
+        with pytest.raises(RuntimeError, match="inside"):
+            with attnlib.heads_off(model, [(0, 0)]):
+                raise RuntimeError("inside")
+        torch.testing.assert_close(model(ids).logits, before, rtol=0, atol=0)
+    with pytest.raises(ValueError, match=r"head \(1, 0\) is not in this model: layers 0..0"):
+        with attnlib.heads_off(model, [(1, 0)]):
+            pass
+    with pytest.raises(ValueError, match=r"heads 0..1"):
+        with attnlib.heads_off(model, [(0, 2)]):
+            pass
+    with pytest.raises(TypeError, match="pairs of ints"):
+        with attnlib.heads_off(model, [(0, 0, 1)]):
+            pass
+    with pytest.raises(TypeError, match=r"\.layers"):
+        with attnlib.heads_off(torch.nn.Linear(2, 2), [(0, 0)]):
+            pass
