@@ -391,9 +391,6 @@ DEFAULT_TEXT_PX = 10 * 100 / 72  # matplotlib's 10 pt at 100 dpi, for a PNG with
 # yet (their notebooks need re-executing with scripts/execute_notebooks.py, or a figure drawn
 # narrower: see the issue-36 report). A listed page that passes is fine (the list may shrink).
 AWAITING_FIGURES: dict[str, str] = {
-    "notebooks/03_queries_keys_values": "1x PNGs wider than 550 px (re-execute; panels as figures)",
-    "notebooks/04_scaled_dot_product_attention": "1x PNGs wider than 550 px (re-execute)",
-    "notebooks/05_masks": "1x PNGs wider than 550 px (re-execute)",
     "notebooks/06_multi_head_attention": "1x PNGs wider than 550 px (re-execute)",
     "notebooks/07_real_heads": "1x PNGs wider than 550 px (re-execute)",
     "notebooks/10_tiny_gpt": "1x PNGs wider than 550 px (re-execute)",
@@ -401,7 +398,7 @@ AWAITING_FIGURES: dict[str, str] = {
     "notebooks/12_efficient_inference": "1x PNGs wider than 550 px (re-execute)",
 }
 AWAITING_WEIGHT: dict[str, str] = {
-    "notebooks/04_scaled_dot_product_attention": "4.1 MB: 1x RGBA PNGs, in cells and slider states (re-execute)",
+    "notebooks/04_scaled_dot_product_attention": "4.07 MB after re-execution: two vector explorers, 71 kB of page HTML each (issue 35)",
     "notebooks/12_efficient_inference": "4.1 MB: 1x RGBA PNGs, in cells and slider states (re-execute)",
     "notebooks/07_real_heads": "page HTML and 1x PNGs (re-execute)",
     "notebooks/10_tiny_gpt": "882 kB of page HTML (explorers)",
