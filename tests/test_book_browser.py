@@ -391,18 +391,14 @@ DEFAULT_TEXT_PX = 10 * 100 / 72  # matplotlib's 10 pt at 100 dpi, for a PNG with
 # yet (their notebooks need re-executing with scripts/execute_notebooks.py, or a figure drawn
 # narrower: see the issue-36 report). A listed page that passes is fine (the list may shrink).
 AWAITING_FIGURES: dict[str, str] = {
-    "notebooks/06_multi_head_attention": "1x PNGs wider than 550 px (re-execute)",
-    "notebooks/07_real_heads": "1x PNGs wider than 550 px (re-execute)",
-    "notebooks/10_tiny_gpt": "1x PNGs wider than 550 px (re-execute)",
-    "notebooks/11_rope": "1x PNGs wider than 550 px (re-execute)",
-    "notebooks/12_efficient_inference": "1x PNGs wider than 550 px (re-execute)",
+    "notebooks/07_real_heads": "the all-heads explorer drawn 794 px wide: its labels 6.2 px on a phone",
+    "notebooks/12_efficient_inference": "one figure's smallest text 8.1 px on a phone (490 px figure)",
 }
 AWAITING_WEIGHT: dict[str, str] = {
     "notebooks/04_scaled_dot_product_attention": "4.07 MB after re-execution: two vector explorers, 71 kB of page HTML each (issue 35)",
-    "notebooks/12_efficient_inference": "4.1 MB: 1x RGBA PNGs, in cells and slider states (re-execute)",
-    "notebooks/07_real_heads": "page HTML and 1x PNGs (re-execute)",
-    "notebooks/10_tiny_gpt": "882 kB of page HTML (explorers)",
-    "notebooks/11_rope": "0.5 MB of 1x slider PNGs in the widget state (re-execute)",
+    "notebooks/12_efficient_inference": "4.11 MB after the reader pass: figures and slider states",
+    "notebooks/07_real_heads": "4.17 MB: page HTML (explorers) and figures",
+    "notebooks/10_tiny_gpt": "4.41 MB: 882 kB of page HTML (explorers)",
 }
 
 
