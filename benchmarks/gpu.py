@@ -5,7 +5,7 @@ On a CUDA machine, in well under 10 minutes:
 1. the ``gpu``-marked tests (``pytest -m gpu``), log in ``benchmarks/results/gpu_tests.txt``;
 2. ``python -m benchmarks --quick --device cuda`` in bf16: the SDPA kernel that ran (flash,
    memory-efficient or cuDNN), GPT-2-small forward against HF, a training step with and without
-   ``torch.compile`` (TFLOP/s and MFU), decode tokens/s, the fast paths; written to
+   ``torch.compile`` (TFLOP/s and MFU), decode tokens/s and the cache speedup; written to
    ``benchmarks/results/quick_cuda.json`` (the ``gpu`` block of book/benchmarks.md reads it);
 3. the page's generated blocks re-rendered (``python -m benchmarks.report``).
 
