@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ._checks import as_int
 from .mha import MultiHeadAttention
 
 
@@ -125,14 +126,18 @@ def heads_off(model: nn.Module, heads: Iterable[tuple[int, int]]) -> Iterator[nn
     Yields:
         ``model`` itself.
     """
-    pairs = [tuple(p) for p in heads]
     layers = getattr(model, "layers", None)
     if not isinstance(layers, nn.ModuleList):
         raise TypeError(f"model must have .layers (an nn.ModuleList), got {type(model).__name__}")
-    for pair in pairs:
-        if len(pair) != 2 or not all(isinstance(i, int) for i in pair):
+    if isinstance(heads, (str, bytes)) or not isinstance(heads, Iterable):
+        raise TypeError(f"heads must be a list of (layer, head) pairs of ints, got {heads!r}")
+    pairs = []
+    for pair in heads:
+        ints = tuple(as_int(i) for i in pair) if isinstance(pair, (tuple, list)) else ()
+        if len(ints) != 2 or None in ints:  # numpy ints are fine, bools and floats are not
             raise TypeError(f"heads must be (layer, head) pairs of ints, got {pair!r}")
-        layer, head = pair
+        layer, head = ints
+        pairs.append(ints)
         attn = layers[layer].self_attn if 0 <= layer < len(layers) else None
         if attn is None or not 0 <= head < attn.n_heads:
             n_heads = layers[0].self_attn.n_heads

@@ -142,3 +142,24 @@ def test_heads_off_removes_its_hooks_after_an_error_and_refuses_bad_heads():
     with pytest.raises(TypeError, match=r"\.layers"):
         with attnlib.heads_off(torch.nn.Linear(2, 2), [(0, 0)]):
             pass
+    for bad in ([(0, True)], [(0.0, 1)], [0, 1], [(0, "1")]):
+        with pytest.raises(TypeError, match="pairs of ints"):
+            with attnlib.heads_off(model, bad):
+                pass
+    with pytest.raises(TypeError, match="list of"):
+        with attnlib.heads_off(model, 3):
+            pass
+
+
+def test_heads_off_takes_numpy_ints():
+    import numpy as np
+
+    model = small_gpt().eval()
+    ids = torch.zeros(1, 3, dtype=torch.long)
+    with torch.no_grad():
+        with attnlib.heads_off(model, [(0, 1)]):
+            plain = model(ids).logits
+        with attnlib.heads_off(model, [(np.int64(0), np.int32(1))]):
+            torch.testing.assert_close(model(ids).logits, plain, rtol=0, atol=0)
+        with attnlib.heads_off(model, iter([[0, 1]])):  # any iterable of pairs, lists too
+            torch.testing.assert_close(model(ids).logits, plain, rtol=0, atol=0)
