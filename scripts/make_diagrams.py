@@ -577,64 +577,82 @@ def causal_mask_added() -> Svg:
 
 
 def heads_split_merge() -> Svg:
-    s = Svg("heads_split_merge", 680, 526,
+    s = Svg("heads_split_merge", 680, 628,
             "Splitting C into H heads of width D, and merging them again",
-            "Left, the split: Q = X W_Q has shape (B, T, C); view(B, T, H, D) cuts each token's C "
-            "numbers into H groups of D (drawn: C = 8, H = 4, D = 2); transpose(1, 2) gives "
-            "(B, H, T, D), one (T, D) matrix per head, and each head runs attention on its own. "
-            "Right, the merge: the head outputs (B, H, T, D) are transposed back to (B, T, H, D), "
-            "reshaped to (B, T, C) so each token's head outputs sit side by side (concatenated), "
-            "and multiplied by W_O (C, C), which mixes the heads.")
+            "The split: Q = X W_Q has shape (B, T, C); view(B, T, H, D) cuts each token's C numbers "
+            "into H rows of D, one (H, D) block per token (drawn: T = 3, C = 8, H = 4, D = 2); "
+            "transpose(1, 2) swaps the token and head axes, giving (B, H, T, D): one (T, D) matrix "
+            "per head, holding that head's rows of every token, and each head runs attention on "
+            "its own. The merge runs the same steps backwards: the head outputs (B, H, T, D) are "
+            "transposed back to (B, T, H, D), one (H, D) block per token again, reshaped to "
+            "(B, T, C) so each token's head outputs sit side by side (concatenated), and "
+            "multiplied by W_O (C, C), which mixes the heads.")
     T, H, D = 3, 4, 2
     cell = 16
 
-    def row_fills(t):
-        return [shade(HEADS[c // D], 0.55 + 0.1 * ((t + c) % 3)) for c in range(H * D)]
+    def shade_of(t, h, c, out=False):
+        """The colour of head h's number c of token t (before or after attention)."""
+        if out:
+            return shade(HEADS[h], 0.45 + 0.12 * ((2 * t + c + h) % 3))
+        return shade(HEADS[h], 0.55 + 0.1 * ((t + h * D + c) % 3))
+
+    def per_token(x0, y0, out=False):
+        """(B, T, H, D): one (H, D) block per token, a head per row."""
+        for t in range(T):
+            s.cells(x0 + t * 52, y0, [[shade_of(t, h, c, out) for c in range(D)] for h in range(H)],
+                    cell=cell)
+            s.text(x0 + t * 52 + cell, y0 + H * cell + 16, f"t{t}", size=12, color=MUTED)
+
+    def per_head(x0, y0, out=False):
+        """(B, H, T, D): one (T, D) matrix per head, a token per row."""
+        for h in range(H):
+            s.cells(x0 + h * 66, y0, [[shade_of(t, h, c, out) for c in range(D)] for t in range(T)],
+                    cell=cell)
+            s.text(x0 + h * 66 + cell, y0 + T * cell + 18, f"head {h + 1}", size=12, color=MUTED)
 
     qs = COLORS["Q"][0]
     s.text(170, 34, "split", size=17, weight="bold")
     s.text(510, 34, "merge", size=17, weight="bold")
-    # left column
+    # the split, top to bottom
     s.text(170, 64, "Q = X W_Q : (B, T, C)", size=15)
-    s.cells(106, 76, [row_fills(t) for t in range(T)], cell=cell)
+    s.cells(106, 76, [[shade_of(t, c // D, c % D) for c in range(H * D)] for t in range(T)], cell=cell)
     s.rect(104, 74, 132, 52, "none", qs, rx=3, width=2)
     for t in range(T):
         s.text(98, 89 + t * cell, f"t{t}", size=11, anchor="end", color=MUTED)
     s.arrow((170, 132), (170, 168))
     s.text(180, 155, "view(B, T, H, D)", size=14, anchor="start", color=MUTED)
-    s.text(170, 190, "(B, T, H, D)", size=15)
-    s.cells(96, 200, [row_fills(t) for t in range(T)], cell=cell, gap_every=D, gap=6)
-    s.arrow((170, 256), (170, 292))
-    s.text(180, 279, "transpose(1, 2)", size=14, anchor="start", color=MUTED)
-    s.text(170, 314, "(B, H, T, D): one matrix per head", size=15)
-    for h in range(H):
-        fills = [[shade(HEADS[h], 0.55 + 0.1 * ((t + h * D + c) % 3)) for c in range(D)]
-                 for t in range(T)]
-        s.cells(50 + h * 66, 326, fills, cell=cell)
-        s.text(66 + h * 66, 394, f"head {h + 1}", size=12, color=MUTED)
-    s.text(170, 430, "each head: softmax(Q K^T / √D) V", size=14)
-    s.text(170, 450, "on its own (T, D) slice", size=14, color=MUTED)
-    # right column
+    s.text(170, 190, "(B, T, H, D): a block per token", size=15)
+    per_token(118, 202)
+    s.arrow((170, 300), (170, 336))
+    s.text(180, 316, "transpose(1, 2)", size=14, anchor="start", color=MUTED)
+    s.text(180, 333, "swaps T and H", size=13, anchor="start", color=MUTED)
+    s.text(170, 358, "(B, H, T, D): a matrix per head", size=15)
+    per_head(50, 370)
+    s.text(170, 474, "each head: softmax(Q K^T / √D) V", size=14)
+    s.text(170, 494, "on its own (T, D) slice", size=14, color=MUTED)
+    # the merge, the same steps backwards
     s.text(510, 64, "head outputs (B, H, T, D)", size=15)
-    for h in range(H):
-        fills = [[shade(HEADS[h], 0.45 + 0.12 * ((2 * t + c + h) % 3)) for c in range(D)]
-                 for t in range(T)]
-        s.cells(390 + h * 66, 76, fills, cell=cell)
-    s.arrow((510, 132), (510, 168))
-    s.text(520, 146, "transpose(1, 2)", size=14, anchor="start", color=MUTED)
-    s.text(520, 164, "→ (B, T, H, D)", size=14, anchor="start", color=MUTED)
-    s.text(510, 190, "reshape(B, T, C): concatenate", size=15)
-    merged = [[shade(HEADS[c // D], 0.45 + 0.12 * ((2 * t + c % D + c // D) % 3))
-               for c in range(H * D)] for t in range(T)]
-    s.cells(446, 200, merged, cell=cell)
-    s.text(510, 268, "each token: [head 1 | head 2 | … | head H]", size=13, color=MUTED)
-    s.arrow((510, 278), (510, 316))
-    s.text(520, 303, "× W_O : (C, C)", size=14, anchor="start", color=MUTED)
-    s.text(510, 338, "output (B, T, C)", size=15)
-    s.cells(446, 348, [vector(40 + t, H * D, COLORS["X"][0]) for t in range(T)], cell=cell)
-    s.text(510, 420, "W_O mixes the heads' results", size=14, color=MUTED)
-    s.text(340, 484, "C = H · D: the split and the merge move no number to another token", size=15)
-    s.text(340, 506, "(the tempting view(B, H, T, D) would: see below)", size=14, color=MUTED)
+    per_head(390, 76, out=True)
+    s.arrow((510, 148), (510, 184))
+    s.text(520, 164, "transpose(1, 2)", size=14, anchor="start", color=MUTED)
+    s.text(520, 181, "back", size=13, anchor="start", color=MUTED)
+    s.text(510, 206, "(B, T, H, D): a block per token", size=15)
+    per_token(458, 218, out=True)
+    s.arrow((510, 316), (510, 352))
+    s.text(520, 339, "reshape(B, T, C)", size=14, anchor="start", color=MUTED)
+    s.text(510, 374, "(B, T, C): heads side by side", size=15)
+    s.cells(446, 384, [[shade_of(t, c // D, c % D, out=True) for c in range(H * D)] for t in range(T)],
+            cell=cell)
+    s.text(510, 452, "each token: [head 1 | head 2 | … | head H]", size=13, color=MUTED)
+    s.arrow((510, 462), (510, 498))
+    s.text(520, 485, "× W_O : (C, C)", size=14, anchor="start", color=MUTED)
+    s.text(510, 520, "output (B, T, C)", size=15)
+    s.cells(446, 530, [vector(40 + t, H * D, COLORS["X"][0]) for t in range(T)], cell=cell)
+    s.text(510, 598, "W_O mixes the heads' results", size=14, color=MUTED)
+    s.text(170, 560, "C = H · D: the split and the merge", size=15)
+    s.text(170, 580, "move no number to another token", size=15)
+    s.text(170, 600, "(the tempting view(B, H, T, D) would:", size=14, color=MUTED)
+    s.text(170, 618, "see below)", size=14, color=MUTED)
     return s
 
 
@@ -1357,8 +1375,8 @@ NARROW: dict[str, list[tuple]] = {
     "padding_mask": [("crop", 20, 10, 345, 135), ("crop", 390, 10, 580, 135), ("wrap", 150, 170),
                      ("crop", 20, 172, 345, 364), ("crop", 400, 172, 630, 364),
                      ("crop", 125, 364, 545, 404, 0.8)],
-    "heads_split_merge": [("crop", 20, 8, 300, 460), ("rule",), ("crop", 355, 8, 665, 430),
-                          ("wrap", 460, 515)],
+    "heads_split_merge": [("crop", 20, 8, 320, 500), ("rule",), ("crop", 360, 8, 660, 606),
+                          ("wrap", 550, 625)],
     "pre_post_norm": [("crop", 30, 5, 310, 575), ("rule",), ("crop", 360, 5, 660, 598),
                       ("crop", 30, 610, 470, 650, 0.77)],
     "encoder_decoder": [("crop", 55, 10, 360, 430), ("crop", 350, 10, 625, 480),
