@@ -30,6 +30,17 @@
 6. ``NarrowDiagrams`` / ``DiagramPictures``: a diagram with a narrow layout (book/figures/
    X.narrow.svg, written by scripts/make_diagrams.py) is shown as ``<picture>``: the narrow file
    on screens under 600 px, the wide one elsewhere; the browser fetches only the one it shows.
+7. ``SharedOutputAssets``: every attnlib output carries its own copy of the scripts and styles it
+   needs (an output must work alone in JupyterLab and Colab), so a page with two explorers held
+   two copies of the attention engine and the drawing kit. On the book's page only the first copy
+   of each shared file stays: the libraries (``LIBRARY_JS``: files that only define a global, e.g.
+   ``window.attnlibEngine``) and the stylesheets; scripts run in page order, so a later output finds
+   them defined. An output's own start-up script stays with it. Outputs inside widget state
+   (a slider's states) are not touched: they keep their copies.
+8. ``compact_widget_state``: the stored widget state, as the page carries it, without the entries
+   the widget manager fills in itself (a Layout's unset CSS properties, a widget's null
+   ``tooltip``/``tabbable``/``_view_count`` and empty ``_dom_classes``), written without spaces.
+   The notebook keeps its full state.
 """
 from __future__ import annotations
 
@@ -359,14 +370,97 @@ class DiagramPictures(SphinxPostTransform):
             img["classes"] = [*img.get("classes", []), "attnlib-diagram"]
 
 
+# ----------------------------------------------------------------- shared assets, widget state
+VIZ = Path(__file__).resolve().parent.parent / "attnlib" / "viz"
+# scripts of attnlib/viz that only define globals (guarded or idempotent), so one copy per page
+# serves every output; the others (explorer.js, mask.js, ...) also start their own output
+LIBRARY_JS = ("engine.js", "kit.js", "heatmap_keys.js", "live_lab.js", "vectors.js")
+
+
+def shared_assets() -> list[str]:
+    """The texts of attnlib's shared files, longest first (one never hides inside another)."""
+    files = [VIZ / n for n in LIBRARY_JS] + sorted(VIZ.glob("*.css"))
+    return sorted({f.read_text(encoding="utf-8") for f in files if f.is_file()}, key=len, reverse=True)
+
+
+def dedupe_assets(htmls: list[str], assets: list[str]) -> list[str]:
+    """``htmls`` (a page's raw HTML blocks, in page order) with every shared file after its first
+    copy removed."""
+    seen: set[str] = set()
+    out = []
+    for html in htmls:
+        for asset in assets:
+            if asset not in html:
+                continue
+            if asset in seen:
+                html = html.replace(asset, "")
+            else:
+                first = html.index(asset) + len(asset)
+                html = html[:first] + html[first:].replace(asset, "")
+                seen.add(asset)
+        out.append(html)
+    return out
+
+
+class SharedOutputAssets(SphinxPostTransform):
+    """One copy per page of each shared attnlib script and stylesheet (see the module docstring)."""
+
+    default_priority = 210
+    formats = ("html",)
+
+    def run(self, **kwargs) -> None:
+        raws = [r for r in self.document.findall(nodes.raw)
+                if "html" in r.get("format", "").split() and "attnlib" in r.astext()]
+        if len(raws) < 2:
+            return
+        texts = dedupe_assets([r.astext() for r in raws], shared_assets())
+        for raw, text in zip(raws, texts):
+            if text != raw.astext():
+                raw.children = [nodes.Text(text)]
+
+
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+_NULL_BY_DEFAULT = ("_view_count", "tabbable", "tooltip")
+
+
+def compact_widget_state(state: dict) -> dict:
+    """The widget state without what the widget manager's defaults restore (see the docstring)."""
+    models = {}
+    for key, model in state.get("state", {}).items():
+        st = model.get("state", {})
+        if model.get("model_name") == "LayoutModel":  # every CSS property defaults to null
+            st = {k: v for k, v in st.items() if v is not None or k.startswith("_")}
+        st = {k: v for k, v in st.items()
+              if not (k in _NULL_BY_DEFAULT and v is None) and not (k == "_dom_classes" and v == [])}
+        models[key] = {**model, "state": st}
+    return {**state, "state": models}
+
+
+def compact_widget_assets(app, pagename, templatename, context, doctree) -> None:
+    """Rewrite the page's widget-state script (myst-nb's, from the notebook) compactly."""
+    from sphinx.builders.html._assets import _JavaScript
+
+    files = context.get("script_files") or []
+    for i, asset in enumerate(files):
+        attrs = getattr(asset, "attributes", None) or {}
+        if attrs.get("type") != WIDGET_STATE or not attrs.get("body"):
+            continue
+        state = compact_widget_state(json.loads(attrs["body"]))
+        body = json.dumps(state, separators=(",", ":"), ensure_ascii=False)
+        body = body.replace("</", "<\\/")  # JSON's escaped "/": nothing closes the script element
+        files[i] = _JavaScript(asset.filename, priority=asset.priority, **{**attrs, "body": body})
+
+
 def setup(app):
     app.add_transform(SetupCellAfterIntro)
     app.add_transform(ChapterOpener)
     app.add_transform(NarrowDiagrams)
     app.add_post_transform(DiagramPictures)
+    app.add_post_transform(SharedOutputAssets)
     app.add_css_file(ICONS_CSS)
     app.connect("build-finished", write_icons_css)
     app.connect("builder-inited", add_template_filters)
     app.connect("source-read", check_notebook)
     app.connect("html-page-context", drop_thebe_assets, priority=900)
+    app.connect("html-page-context", compact_widget_assets, priority=900)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

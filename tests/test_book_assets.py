@@ -48,3 +48,49 @@ def test_error_outputs_are_found():
     assert book_checks.error_outputs(nb) == [(2, "ValueError: bad")]
     nb["cells"].pop()
     assert book_checks.error_outputs(nb) == []
+
+
+def test_shared_assets_are_kept_once_per_page():
+    """The first output keeps each shared script and stylesheet; later outputs drop their copies
+    and keep the rest (their payload and their own start-up script)."""
+    lib, css = "window.attnlibKit = window.attnlibKit || (function(){})();", ".attnlib-x{color:red}"
+    one = f"<div><style>{css}</style><script>{lib}\nstart(1);</script></div>"
+    two = f"<div><style>{css}</style><script>{lib}\nstart(2);</script></div>"
+    first, second, plain = book_checks.dedupe_assets([one, two, "<p>text</p>"], [lib, css])
+    assert first == one and plain == "<p>text</p>"
+    assert second == "<div><style></style><script>\nstart(2);</script></div>"
+    # a shared file that appears twice in one block keeps its first copy there
+    assert book_checks.dedupe_assets([one + two], [lib, css]) == [one + two.replace(css, "").replace(lib, "")]
+
+
+def test_shared_assets_are_the_library_files_and_stylesheets():
+    texts = book_checks.shared_assets()
+    viz = ROOT / "attnlib" / "viz"
+    for name in book_checks.LIBRARY_JS:
+        body = (viz / name).read_text(encoding="utf-8")
+        assert body in texts
+        # a library only defines globals: nothing that starts an output (see kit.js's boot)
+        assert "document.currentScript" not in body, f"{name} starts an output"
+    assert (viz / "explorer.css").read_text(encoding="utf-8") in texts
+    assert (viz / "explorer.js").read_text(encoding="utf-8") not in texts  # it starts its output
+
+
+def test_widget_state_is_compacted_to_what_the_defaults_do_not_restore():
+    layout = {"model_name": "LayoutModel", "model_module": "@jupyter-widgets/base",
+              "model_module_version": "2.0.0",
+              "state": {"_model_name": "LayoutModel", "_view_count": None, "width": "95%",
+                        "height": None, "border_top": None}}
+    slider = {"model_name": "IntSliderModel", "model_module": "@jupyter-widgets/controls",
+              "model_module_version": "2.0.0",
+              "state": {"_dom_classes": [], "tooltip": None, "tabbable": None, "value": 3,
+                        "description": "", "layout": "IPY_MODEL_a", "handle_color": None}}
+    state = {"version_major": 2, "version_minor": 0, "state": {"a": layout, "b": slider}}
+    out = book_checks.compact_widget_state(state)
+    assert out["version_major"] == 2
+    assert out["state"]["a"]["state"] == {"_model_name": "LayoutModel", "width": "95%"}
+    # other models keep their nulls (their defaults may differ), but not the widget-wide ones
+    assert out["state"]["b"]["state"] == {"value": 3, "description": "", "layout": "IPY_MODEL_a",
+                                          "handle_color": None}
+    assert {k: m["model_name"] for k, m in out["state"].items()} == {"a": "LayoutModel",
+                                                                    "b": "IntSliderModel"}
+    assert state["state"]["a"]["state"]["height"] is None  # the input is left as it was

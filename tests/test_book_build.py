@@ -130,3 +130,22 @@ def test_chapter_numbers_match_the_notebook_files(html_dir):
         number = int(re.match(r"notebooks/(\d+)_", doc)[1])
         assert doc in labels, f"{doc} missing from the navigation"
         assert labels[doc].startswith(f"{number}. "), f"{doc} is numbered {labels[doc]!r}"
+
+
+def test_pages_carry_each_shared_output_asset_once(html_dir):
+    """Chapter 4 shows two vector explorers: the page holds one copy of the attention engine, the
+    kit, the explorer's script and the stylesheets (scripts/book_checks.py), and both explorers'
+    own start-up scripts and payloads. Its widget state leaves out what the widget manager's
+    defaults restore."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import book_checks
+
+    text = (html_dir / "notebooks" / "04_scaled_dot_product_attention.html").read_text(encoding="utf-8")
+    assert text.count('class="attnlib-explorer attnlib-kit attnlib-vectors"') == 2
+    assert text.count("attnlib-vectors\", window.attnlibVectors") == 2  # vectors_boot.js, each
+    for name in ("engine.js", "kit.js", "vectors.js", "explorer.css", "kit.css", "vectors.css"):
+        body = (book_checks.VIZ / name).read_text(encoding="utf-8")
+        assert text.count(body) == 1, f"{name}: {text.count(body)} copies on the page"
+    state = re.search(r'<script type="application/vnd.jupyter.widget-state\+json">(.*?)</script>',
+                      text, re.S)
+    assert state and not re.search(r'"(border_top|tooltip)":\s*null', state.group(1))

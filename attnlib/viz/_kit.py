@@ -81,9 +81,10 @@ class KitOutput(HtmlOutput):
     DATA = "attnlib-payload"
 
     def __init__(self, kind: str, payload: dict[str, Any], still: str, label: str, summary: str,
-                 scripts: Sequence[str] = ("engine.js", "kit.js")):
+                 scripts: Sequence[str] = ("engine.js", "kit.js"), start: str | None = None):
         self.kind, self.payload, self.still, self.label, self.summary = kind, payload, still, label, summary
-        self._scripts = tuple(scripts) + (f"{kind}.js",)
+        # start: the script that starts this output (default "<kind>.js", which also defines it)
+        self._scripts = tuple(scripts) + (start or f"{kind}.js",)
         self._json = _json_for_script(payload)
         self.uid = hashlib.sha1((kind + self._json).encode("utf-8")).hexdigest()[:12]
 

@@ -1,6 +1,8 @@
 /* attnlib vector explorer: the reader's own query, keys and values; every number is computed here
-   by the shared attention engine (window.attnlibEngine) as the reader types or drags. */
-(function () {
+   by the shared attention engine (window.attnlibEngine) as the reader types or drags. Defines
+   window.attnlibVectors (the start-up of one explorer) once, like the kit, so that a page with
+   several vector explorers needs one copy of this file; vectors_boot.js starts each output. */
+window.attnlibVectors = window.attnlibVectors || (function () {
   "use strict";
   var K = window.attnlibKit, E = window.attnlibEngine;
 
@@ -372,5 +374,5 @@
     K.onResize(root, rebuild);
   }
 
-  K.boot(document.currentScript, "attnlib-vectors", init, "vector explorer");
+  return init;
 })();

@@ -115,7 +115,10 @@ def vector_explorer(query: Any, keys: Any, values: Any = None, *, key_tokens: Op
     first = states[0]
     summary = (f"VectorExplorer({title!r}, examples={len(states)}, d_k={len(first['q'])}, "
                f"keys={len(first['K'])}" + (f", d_v={len(first['V'][0])})" if first["V"] is not None else ")"))
-    return KitOutput("vectors", payload, _still(first, digits, title), title or "your own vectors", summary)
+    # vectors.js defines the explorer once per page (the book keeps one copy); vectors_boot.js
+    # starts this output
+    return KitOutput("vectors", payload, _still(first, digits, title), title or "your own vectors", summary,
+                     scripts=("engine.js", "kit.js", "vectors.js"), start="vectors_boot.js")
 
 
 def first_numbers(out: KitOutput, example: int = 0) -> dict[str, np.ndarray]:
