@@ -399,7 +399,7 @@ def attention_shapes() -> Svg:
             "Self-attention, step by step, with the shape of every tensor",
             "X of shape (T, C) is multiplied by three learned matrices: W_Q (C, d_k) gives the "
             "queries Q (T, d_k), W_K (C, d_k) the keys K (T, d_k), W_V (C, d_v) the values V "
-            "(T, d_v). Q times K transposed gives the scores S (T, T), one row per query and one "
+            "(T, d_v). Q times K transposed gives the unscaled scores (T, T), one row per query and one "
             "column per key. The scores are divided by the square root of d_k, a mask M (0 or minus "
             "infinity) is added, and a softmax turns each row into weights A (T, T) that sum to 1. "
             "Finally A times V gives the output (T, d_v): one mixed value vector per token.")
@@ -414,7 +414,7 @@ def attention_shapes() -> Svg:
     # scores
     s.arrow((cq, 258), (195, 300))
     s.arrow((ck, 258), (245, 300))
-    s.box(220, 302, 180, 58, "A", "S = Q K^T", "(T, T)")
+    s.box(220, 302, 180, 58, "A", "Q K^T", "(T, T)")
     s.text(320, 336, "every query · every key", size=13, anchor="start", color=MUTED)
     steps = [("÷ √d_k", "keeps the scores' variance near 1"),
              ("+ M", "mask: 0 = may look, −∞ = may not"),
@@ -659,9 +659,9 @@ def heads_split_merge() -> Svg:
 def pre_post_norm() -> Svg:
     s = Svg("pre_post_norm", 680, 660,
             "Post-norm and pre-norm Transformer blocks side by side",
-            "Left, post-norm (the 2017 paper, BERT): attention, add the residual, then LayerNorm; "
+            "First, post-norm (the 2017 paper, BERT): attention, add the residual, then LayerNorm; "
             "FFN, add the residual, then LayerNorm; x becomes LN(x + f(x)), so the LayerNorms sit "
-            "on the residual stream. Right, pre-norm (GPT-2 and most large models): LayerNorm, "
+            "on the residual stream. Second, pre-norm (GPT-2 and most large models): LayerNorm, "
             "attention, add; LayerNorm, FFN, add; x becomes x + f(LN(x)); the residual stream "
             "bypasses every LayerNorm, and the model ends with one final LayerNorm.")
 
@@ -718,9 +718,9 @@ def pre_post_norm() -> Svg:
 def encoder_decoder() -> Svg:
     s = Svg("encoder_decoder", 680, 560,
             "An encoder layer and a decoder layer with cross-attention",
-            "Left, the encoder layer reads the source 'The cat sleeps .' (T_k tokens): "
+            "First, the encoder layer reads the source 'The cat sleeps .' (T_k tokens): "
             "self-attention with no causal mask, then the FFN; its output, (B, T_k, C), is the "
-            "memory. Right, the decoder layer reads the target so far (T_q tokens): masked (causal) "
+            "memory. Then the decoder layer reads the target so far (T_q tokens): masked (causal) "
             "self-attention, then cross-attention whose queries come from the decoder and whose "
             "keys and values come from the encoder output, with weights of shape (B, H, T_q, T_k), "
             "then the FFN. Every sublayer has a residual connection and a LayerNorm.")
@@ -1004,8 +1004,8 @@ def rope_rotation() -> Svg:
     s = Svg("rope_rotation", 700, 664,
             "RoPE: one pair rotated by m theta and n theta; d coordinates in d/2 pairs",
             "Top: one pair of a query, q = (1, 2), and the same pair of a key, k = (-0.5, 1.5), "
-            "with theta = 0.3. Left, the query sits at position m = 3 and is rotated by 3 theta, "
-            "the key at n = 1 and is rotated by 1 theta. Right, both move 7 positions on, to 10 "
+            "with theta = 0.3. First, the query sits at position m = 3 and is rotated by 3 theta, "
+            "the key at n = 1 and is rotated by 1 theta. Then both move 7 positions on, to 10 "
             "and 8: both turn further, but the angle between them is the same, so the score "
             "R(m theta) q . R(n theta) k is the same, 3.47: it depends only on (m - n) theta. "
             "Bottom: a head of d = 8 coordinates forms d/2 = 4 pairs (x_i, x_{i+d/2}), the "
