@@ -52,6 +52,7 @@ COLORS = {
     "N": ("#b8a800", "#f8f3b8"),      # LayerNorm
     "M": ("#4d4d4d", "url(#blocked)"),   # blocked by a mask: hatched grey (pattern in <defs>)
     "W": ("#767676", "#ffffff"),      # learned matrices
+    "L": ("#56B4E9", "#dcf0fb"),      # trained low-rank adapters (LoRA's A and B)
 }
 HEADS = ["#56B4E9", "#E69F00", "#CC79A7", "#F0E442"]   # one tint per head in chapter 6
 
@@ -1359,10 +1360,83 @@ def tiled_softmax() -> Svg:
     return s
 
 
+def quantized_block() -> Svg:
+    w = [0.12, -0.31, 0.05, 0.27, -0.08, -0.19, 0.33, -0.02]
+    lo, hi = min(w), max(w)
+    d = (hi - lo) / 15
+    q = [round((v - lo) / d) for v in w]
+    back = [d * c + lo for c in q]
+    assert max(abs(a - b) for a, b in zip(w, back)) <= d / 2 + 1e-12
+    s = Svg("quantized_block", 700, 470,
+            "Four bits per weight in blocks (Q4_1), and LoRA adapters on a frozen 4-bit weight",
+            f"First panel: one block of weights (8 shown; Q4_1 uses 32) keeps its scale d = (max "
+            f"- min) / 15 = {d:.3f} and its minimum m = {lo}. Each weight becomes a 4-bit code q "
+            f"= round((w - m) / d), one of 16 levels from 0 to 15: {', '.join(map(str, q))}. "
+            f"Reading it back gives d q + m, within half a step d / 2 of the original. A block "
+            "of 32 takes 20 bytes: two float16 numbers and 32 four-bit codes, 5 bits per weight "
+            "instead of 32. Second panel: QLoRA. The input x goes through the frozen weight W "
+            "(d_out, d_in), stored in 4 bits, and through two small trained matrices, A (r, "
+            "d_in) then B (d_out, r); the two results are added: y = x W^T + x A^T B^T. Only A "
+            "and B are trained, r (d_in + d_out) numbers instead of d_in d_out; B starts at zero, "
+            "so training starts from the pre-trained layer.")
+    s.text(175, 36, "4 bits per weight, in blocks", size=16, weight="bold")
+    s.text(175, 56, "one block (8 of Q4\\_1's 32 weights shown)", size=13, color=MUTED)
+    cell, x0 = 38, 23
+    rows = [(76, "w", [f"{v:.2f}" for v in w], COLORS["X"][1]),
+            (170, "q", [str(c) for c in q], None),
+            (264, "d q + m", [f"{v:.2f}" for v in back], COLORS["X"][1])]
+    for y, name, labels, fill in rows:
+        for i, label in enumerate(labels):
+            f = fill or shade("#767676", 0.08 + 0.42 * q[i] / 15)
+            s.rect(x0 + 8 + i * cell, y, cell - 2, 30, f, COLORS["X"][0], rx=3, width=1)
+            s.text(x0 + 8 + i * cell + (cell - 2) / 2, y + 20, label, size=12)
+    s.text(175, 126, "q = round((w − m) / d), 16 levels: 0 … 15", size=13)
+    s.arrow((175, 132), (175, 164))
+    s.text(175, 220, "ŵ = d q + m", size=13)
+    s.arrow((175, 226), (175, 258))
+    s.text(175, 316, f"each weight moves by at most d / 2 = {d / 2:.3f}", size=13, color=MUTED)
+    s.rect(35, 336, 280, 58, "#f7f7f7", MUTED, rx=8, width=1.2)
+    s.text(175, 358, f"stored: scale d = {d:.3f}, minimum m = {lo:.2f}", size=13)
+    s.text(175, 380, "(float16 each) + 32 codes of 4 bits", size=13)
+    s.text(175, 420, "20 bytes per 32 weights: 5 bits a weight", size=14, weight="bold")
+    s.text(175, 442, "float32 takes 128 bytes: 6.4 × more", size=13, color=MUTED)
+    s.raw(f'<line x1="350" y1="24" x2="350" y2="450" stroke="{CARD_EDGE}" stroke-width="1.5"/>')
+    # second panel: QLoRA
+    s.text(525, 36, "LoRA on a frozen 4-bit W", size=16, weight="bold")
+    s.text(525, 56, "QLoRA: only A and B are trained", size=13, color=MUTED)
+    xs, xf = COLORS["X"]
+    s.rect(368, 172, 34, 34, xf, xs, rx=4, width=1.8)
+    s.text(385, 195, "x", size=17, italic=True)
+    ws, _ = COLORS["W"]
+    s.rect(440, 80, 104, 96, "#e4e4e4", ws, rx=4, width=1.8)
+    s.text(492, 124, "W", size=17)
+    s.text(492, 143, "(d_{out}, d_{in})", size=12, color=MUTED)
+    s.text(492, 194, "frozen, 4-bit", size=12, color=MUTED)
+    ls, lf = COLORS["L"]
+    s.rect(440, 218, 104, 26, lf, ls, rx=3, width=1.8)
+    s.text(492, 236, "A (r, d_{in})", size=12)
+    s.rect(572, 218, 26, 96, lf, ls, rx=3, width=1.8)
+    s.text(585, 270, "B", size=14)
+    s.text(585, 332, "(d_{out}, r)", size=12, color=MUTED)
+    s.text(585, 350, "B = 0 at first", size=12, color=MUTED)
+    s.arrow((402, 185), (438, 130))
+    s.arrow((402, 195), (438, 231))
+    s.arrow((544, 231), (570, 231))
+    s.circle(648, 150, 15, "#ffffff", INK, "+", size=20)
+    s.arrow((544, 128), (632, 146))
+    s.arrow((598, 240), (638, 162))
+    s.arrow((648, 166), (648, 196))
+    s.text(648, 214, "y", size=17, italic=True)
+    s.text(525, 386, "y = x W^T + x A^T B^T", size=15)
+    s.text(525, 414, "trained: r (d_{in} + d_{out}) numbers,", size=13)
+    s.text(525, 434, "not d_{in} × d_{out}; W never changes", size=13)
+    return s
+
+
 DIAGRAMS = [tokenize_pipeline, embedding_position, attention_shapes, weighted_average,
             causal_mask_added, padding_mask, heads_split_merge, sentence_embedding,
             pre_post_norm, encoder_decoder, shifted_targets, kv_cache, teacher_forcing_cross,
-            rope_rotation, gqa_heads, tiled_softmax, smollm2_block, mask_polarity]
+            rope_rotation, gqa_heads, tiled_softmax, quantized_block, smollm2_block, mask_polarity]
 
 
 # Narrow layouts (phones): pieces of the wide drawing, top to bottom (see Svg.render_narrow).
@@ -1387,6 +1461,7 @@ NARROW: dict[str, list[tuple]] = {
                   ("crop", 468, 12, 692, 340), ("wrap", 350, 460)],
     "tiled_softmax": [("wrap", 10, 40), ("crop", 40, 46, 274, 280), ("crop", 270, 46, 499, 280),
                       ("crop", 497, 46, 690, 305), ("rule",), ("wrap", 320, 450)],
+    "quantized_block": [("crop", 10, 14, 345, 450), ("rule",), ("crop", 352, 14, 690, 445)],
     "mask_polarity": [("crop", 262, 12, 470, 282), ("crop", 8, 12, 224, 282),
                       ("crop", 476, 12, 728, 282), ("wrap", 295, 350), ("crop", 190, 364, 470, 402)],
     "weighted_average": [("crop", 20, 10, 404, 356, 0.88), ("crop", 410, 10, 634, 356),

@@ -391,10 +391,8 @@ DEFAULT_TEXT_PX = 10 * 100 / 72  # matplotlib's 10 pt at 100 dpi, for a PNG with
 # yet (their notebooks need re-executing with scripts/execute_notebooks.py, or a figure drawn
 # narrower: see the issue-36 report). A listed page that passes is fine (the list may shrink).
 AWAITING_FIGURES: dict[str, str] = {
-    "notebooks/12_efficient_inference": "one figure's smallest text 8.1 px on a phone (490 px figure)",
 }
 AWAITING_WEIGHT: dict[str, str] = {
-    "notebooks/12_efficient_inference": "4.11 MB after the reader pass: figures and slider states",
     "notebooks/10_tiny_gpt": "4.37 MB: the widget manager (1.88 MB) for its two precomputed sliders "
                              "(197 kB of state), MathJax (0.83 MB) and the live model (426 kB, 304 kB "
                              "of it float16 weights); it needs a decision on content, see issue 36",
@@ -712,7 +710,7 @@ def _luminance(png: bytes) -> float:
 
 @pytest.mark.parametrize("docname", ["notebooks/04_scaled_dot_product_attention",
                                      "notebooks/08_transformer_block", "notebooks/05_masks",
-                                     "notebooks/13_real_modern_model"])
+                                     "notebooks/14_real_modern_model"])
 @pytest.mark.parametrize("size", [PHONE, LAPTOP], ids=["390", "1280"])
 def test_dark_theme_figures_follow(size, phone, laptop, server, docname):
     """In the dark theme a figure is not a white card: its background turns to the page's and its

@@ -86,7 +86,7 @@ def dequantize_q4_1(blocks: Tensor) -> Tensor:
     """Q4_1: ``w = d * q + m``, scale ``d`` and minimum ``m`` (float16), 32 four-bit ``q`` in 0..15.
 
     Byte j of the 16 packed bytes holds weight j in its low nibble and weight j + 16 in its high one.
-    The block format and the arithmetic are attnlib.quant's (chapter 12 builds them by hand).
+    The block format and the arithmetic are attnlib.quant's (chapter 13 builds them by hand).
 
     Shapes:
         blocks (N, 20) uint8 -> (N, 32) float32.
