@@ -8,7 +8,9 @@ the argument is for.
 from __future__ import annotations
 
 import numbers
-from typing import Any, Optional
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional
 
 import torch
 
@@ -45,6 +47,35 @@ def eager(t: Any = None) -> bool:
     if torch.compiler.is_compiling():
         return False
     return not (isinstance(t, torch.Tensor) and t.device.type == "meta")
+
+
+_trust = threading.local()  # per thread: inside a call that has checked its arguments
+
+
+def checking() -> bool:
+    """Should this call check its arguments? Yes, unless a caller has checked them already.
+
+    Checks run once, at the entry point: a model's forward checks its input, then the layers
+    it calls trust it; ``generate`` checks the prompt, then every step trusts it. A layer called
+    on its own still checks everything. (Under ``torch.compile`` a check is traced once and costs
+    nothing afterwards, so it always runs.)"""
+    if torch.compiler.is_compiling():
+        return True
+    return not getattr(_trust, "inside", False)
+
+
+@contextmanager
+def checked() -> Iterator[None]:
+    """Inside the block, :func:`checking` is False: the caller has checked what it passes on."""
+    if torch.compiler.is_compiling():
+        yield
+        return
+    before = getattr(_trust, "inside", False)
+    _trust.inside = True
+    try:
+        yield
+    finally:
+        _trust.inside = before
 
 
 def as_size(name: str, value: Any, *, minimum: int = 1) -> int:

@@ -7,7 +7,7 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
-from ._checks import as_int, eager
+from ._checks import as_int, checking, eager
 
 
 class KVCache:
@@ -53,7 +53,7 @@ class KVCache:
 
     def update(self, layer_idx: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Append k, v (B, G, T_new, D) to layer ``layer_idx``; return all held (B, G, T_total, D)."""
-        i = self._check_update(layer_idx, k, v)
+        i = self._check_update(layer_idx, k, v) if checking() else layer_idx  # a model checked them
         if i == len(self._k):  # a new layer: an empty buffer
             self._k.append(k[:, :, :0])
             self._v.append(v[:, :, :0])
@@ -102,6 +102,13 @@ class KVCache:
                                  f"{tuple(k.shape)} (values: {tuple(hv)} held, {tuple(v.shape)} new); batch, "
                                  f"heads and head width must match (call reset() for a new batch)")
         return i
+
+    def check_batch(self, batch: int) -> None:
+        """A model's step must continue the batch the cache holds (its first check, once per step)."""
+        if self._k and self._k[0].shape[0] != batch:
+            raise ValueError(f"this KVCache holds keys/values of a batch of {self._k[0].shape[0]} sequences, "
+                             f"but the step has a batch of {batch}; batch, heads and head width must match "
+                             f"(call reset() for a new batch)")
 
     def layer_len(self, layer_idx: int) -> int:
         """Tokens held in layer ``layer_idx`` (0 before its first update)."""

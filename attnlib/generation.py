@@ -15,7 +15,7 @@ from typing import Any, Iterator, Optional
 import torch
 from torch import Tensor, nn
 
-from ._checks import as_int, as_real, check_generator
+from ._checks import as_int, as_real, check_generator, checked
 from .attention import check_flag
 from .cache import KVCache
 
@@ -205,7 +205,7 @@ def generate_decoder_only(model: Any, input_ids: Tensor, max_new_tokens: int, *,
     ids = input_ids.new_empty((B, T + n_new), dtype=torch.long)
     ids[:, :T] = input_ids
     cache = KVCache() if use_cache else None
-    with evaluating(model):
+    with evaluating(model), checked():  # the prompt is checked: the steps trust it
         step = ids[:, :T]  # the whole prompt first (prefill), then one token at a time
         for t in range(T, T + n_new):
             logits = model(step, cache=cache, logits_to_keep=1).logits[:, -1]  # (B, V)
@@ -235,19 +235,20 @@ def generate_encoder_decoder(model: Any, src_ids: Tensor, max_new_tokens: int, *
                      device=src_ids.device if isinstance(src_ids, Tensor) else None)
     with evaluating(model):
         memory, memory_mask, _ = model.encode(src_ids, src_attention_mask=src_attention_mask)  # once
-        finished = torch.zeros(B, dtype=torch.bool, device=ids.device)
-        # With a cache, each decoder layer projects the encoder output to cross-attention keys and
-        # values on the first step (KVCache.set_cross) and reuses them on every later step.
-        cache = KVCache() if use_cache else None
-        n = 0
-        for n in range(1, n_new + 1):
-            step = ids[:, n - 1:n] if use_cache else ids[:, :n]
-            logits = model.decode(step, memory, memory_mask=memory_mask, cache=cache).logits[:, -1]  # (B, V)
-            nxt = sample(logits, temperature, top_k, top_p, generator)  # (B, 1)
-            if eos_id is not None:
-                nxt = nxt.masked_fill(finished[:, None], eos_id)  # finished rows keep emitting eos
-                finished = finished | (nxt[:, 0] == eos_id)
-            ids[:, n:n + 1] = nxt
-            if eos_id is not None and bool(finished.all()):
-                break
+        with checked():  # the source is checked: the steps trust it
+            finished = torch.zeros(B, dtype=torch.bool, device=ids.device)
+            # With a cache, each decoder layer projects the encoder output to cross-attention keys and
+            # values on the first step (KVCache.set_cross) and reuses them on every later step.
+            cache = KVCache() if use_cache else None
+            n = 0
+            for n in range(1, n_new + 1):
+                step = ids[:, n - 1:n] if use_cache else ids[:, :n]
+                logits = model.decode(step, memory, memory_mask=memory_mask, cache=cache).logits[:, -1]  # (B, V)
+                nxt = sample(logits, temperature, top_k, top_p, generator)  # (B, 1)
+                if eos_id is not None:
+                    nxt = nxt.masked_fill(finished[:, None], eos_id)  # finished rows keep emitting eos
+                    finished = finished | (nxt[:, 0] == eos_id)
+                ids[:, n:n + 1] = nxt
+                if eos_id is not None and bool(finished.all()):
+                    break
     return ids[:, :1 + n].clone() if n < n_new else ids

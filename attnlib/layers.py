@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._checks import as_dropout, as_int
+from ._checks import as_dropout, as_int, checking
 from .config import ACTIVATIONS, TransformerConfig
 from .mha import MultiHeadAttention
 from .norms import make_norm
@@ -70,13 +70,17 @@ class FeedForward(nn.Module):
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
+        if checking():
+            self.check_input(x)
+        h = activate(self.activation, self.fc1(x), self.gate(x) if self.gate is not None else None)  # (..., d_ff)
+        return self.drop(self.fc2(h))  # (..., C)
+
+    def check_input(self, x: Any) -> None:
         if not isinstance(x, Tensor) or x.dim() < 1 or x.shape[-1] != self.fc1.in_features:
             shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
             raise ValueError(f"x must have shape (..., d_model={self.fc1.in_features}), got {shape}")
         if not x.is_floating_point():
             raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
-        h = activate(self.activation, self.fc1(x), self.gate(x) if self.gate is not None else None)  # (..., d_ff)
-        return self.drop(self.fc2(h))  # (..., C)
 
 
 def activate(activation: str, h: Tensor, gate: Optional[Tensor] = None) -> Tensor:
@@ -129,7 +133,8 @@ class EncoderLayer(nn.Module):
         rope: (cos, sin) (T, D) at the tokens' positions (RotaryEmbedding.cos_sin), if any.
 
         Returns (x (B, T, C), weights (B, H, T, T) or None)."""
-        self.self_attn.check_input("x", x)  # before the first LayerNorm sees it
+        if checking():
+            self.self_attn.check_input("x", x)  # before the first LayerNorm sees it
 
         def attend(h: Tensor) -> tuple[Tensor, Optional[Tensor]]:
             out, w = self.self_attn(h, attn_mask=attn_mask, need_weights=need_weights, rope=rope,
@@ -196,7 +201,8 @@ class DecoderLayer(nn.Module):
             rope: (cos, sin) (T, D) at the new tokens' positions (RotaryEmbedding.cos_sin), if any.
 
         Returns (x, self weights or None, cross weights or None)."""
-        self.self_attn.check_input("x", x)  # before the first LayerNorm sees it
+        if checking():
+            self.self_attn.check_input("x", x)  # before the first LayerNorm sees it
         if (memory is None) != (self.cross_attn is None):
             raise ValueError("memory must be given exactly when the layer has cross-attention "
                              f"(cross_attention={self.cross_attn is not None}, memory given={memory is not None})")
@@ -255,12 +261,8 @@ class Embeddings(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, input_ids: Tensor, positions: Tensor, token_type_ids: Optional[Tensor] = None) -> Tensor:
-        if positions.shape != input_ids.shape[-1:]:
-            raise ValueError(f"positions must be (T,) = {tuple(input_ids.shape[-1:])}, one per token of "
-                             f"input_ids {tuple(input_ids.shape)}; got {tuple(positions.shape)}")
-        if token_type_ids is not None and token_type_ids.shape != input_ids.shape:
-            raise ValueError(f"token_type_ids must have input_ids' shape {tuple(input_ids.shape)}, got "
-                             f"{tuple(token_type_ids.shape)}")
+        if checking():
+            self.check_input(input_ids, positions, token_type_ids)
         x = self.tok_emb(input_ids)  # (B, T, C)
         if self.pos_emb is not None:
             x = x + self.pos_emb(positions).to(x.dtype)  # (T, C) broadcasts over the batch
@@ -270,3 +272,12 @@ class Embeddings(nn.Module):
         if self.norm is not None:
             x = self.norm(x)
         return self.drop(x)
+
+    @staticmethod
+    def check_input(input_ids: Tensor, positions: Tensor, token_type_ids: Optional[Tensor]) -> None:
+        if positions.shape != input_ids.shape[-1:]:
+            raise ValueError(f"positions must be (T,) = {tuple(input_ids.shape[-1:])}, one per token of "
+                             f"input_ids {tuple(input_ids.shape)}; got {tuple(positions.shape)}")
+        if token_type_ids is not None and token_type_ids.shape != input_ids.shape:
+            raise ValueError(f"token_type_ids must have input_ids' shape {tuple(input_ids.shape)}, got "
+                             f"{tuple(token_type_ids.shape)}")

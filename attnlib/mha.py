@@ -6,7 +6,7 @@ from typing import Any, Optional
 import torch
 from torch import Tensor, nn
 
-from ._checks import as_dropout, as_int
+from ._checks import as_dropout, as_int, checking
 from .attention import attend, check_backend, check_flag, check_mask, causal_mask
 from .cache import KVCache
 from .positional import apply_rotary
@@ -113,26 +113,9 @@ class MultiHeadAttention(nn.Module):
                 (:meth:`attnlib.RotaryEmbedding.cos_sin`): self-attention rotates queries and
                 keys with it before the scores (and before caching the keys).
         """
-        self.check_input("x", x)
+        if checking():  # a model that calls this layer has checked its arguments already
+            self.check_call(x, context, attn_mask, is_causal, need_weights, cache, layer_idx, backend)
         B, Tq, _ = x.shape
-        if cache is not None and not isinstance(cache, KVCache):
-            raise TypeError(f"cache must be an attnlib.KVCache or None, got {type(cache).__name__}; "
-                            f"make one with attnlib.KVCache()")
-        if context is not None and not (cache is not None and cache.has_cross(layer_idx)):
-            self.check_input("context", context)
-            if context.shape[0] != B:
-                raise ValueError(f"x has batch {B} but context has batch {context.shape[0]}")
-        for name, flag in (("is_causal", is_causal), ("need_weights", need_weights)):
-            check_flag(name, flag)
-        check_backend(backend, need_weights)
-        if attn_mask is not None:  # its kind and shape, before anything is projected or cached
-            if context is None:  # the queries see what the cache holds and themselves
-                tk = (cache.layer_len(as_int(layer_idx) or 0) if cache is not None else 0) + Tq
-            else:
-                tk = cache.get_cross(layer_idx)[0].shape[-2] if cache is not None and cache.has_cross(
-                    layer_idx) else context.shape[1]
-            check_mask(attn_mask, (B, self.n_heads, Tq, tk))
-
         q = self.split_heads(self.q_proj(x))  # (B, H, Tq, D)
         if context is None:  # self-attention: keys and values from x itself
             k = self.split_heads(self.k_proj(x))  # (B, G, Tq, D)
@@ -166,3 +149,26 @@ class MultiHeadAttention(nn.Module):
                               need_weights=need_weights, backend=backend,
                               enable_gqa=self.n_kv_heads != self.n_heads)  # (B, H, Tq, D)
         return self.out_proj(self.merge_heads(out)), weights  # (B, Tq, C)
+
+    def check_call(self, x: Any, context: Any, attn_mask: Any, is_causal: Any, need_weights: Any, cache: Any,
+                   layer_idx: Any, backend: Any) -> None:
+        """Every argument of :meth:`forward`, before anything is projected or cached."""
+        self.check_input("x", x)
+        B, Tq, _ = x.shape
+        if cache is not None and not isinstance(cache, KVCache):
+            raise TypeError(f"cache must be an attnlib.KVCache or None, got {type(cache).__name__}; "
+                            f"make one with attnlib.KVCache()")
+        if context is not None and not (cache is not None and cache.has_cross(layer_idx)):
+            self.check_input("context", context)
+            if context.shape[0] != B:
+                raise ValueError(f"x has batch {B} but context has batch {context.shape[0]}")
+        for name, flag in (("is_causal", is_causal), ("need_weights", need_weights)):
+            check_flag(name, flag)
+        check_backend(backend, need_weights)
+        if attn_mask is not None:  # its kind and shape
+            if context is None:  # the queries see what the cache holds and themselves
+                tk = (cache.layer_len(as_int(layer_idx) or 0) if cache is not None else 0) + Tq
+            else:
+                tk = cache.get_cross(layer_idx)[0].shape[-2] if cache is not None and cache.has_cross(
+                    layer_idx) else context.shape[1]
+            check_mask(attn_mask, (B, self.n_heads, Tq, tk))

@@ -16,7 +16,8 @@ import torch
 from torch import Tensor, nn
 
 
-from .attention import check_flag
+from ._checks import checked, checking
+from .attention import check_flag, check_mask
 from .cache import KVCache, check_cache, owner_of
 from .config import TransformerConfig
 from .generation import generate_decoder_only, generate_encoder_decoder
@@ -70,16 +71,21 @@ class GPT(nn.Module):
         Returns ModelOutput(logits, loss, attentions, hidden_states)."""
         check_cache(cache)
         past = cache.seq_len if cache is not None else 0
-        self.check_ids(input_ids, past)
-        check_device("input_ids", input_ids, self.embed.tok_emb.weight)
-        check_flag("need_weights", need_weights)
+        if checking():  # here, once: the layers below trust what this forward hands them
+            self.check_ids(input_ids, past)
+            check_device("input_ids", input_ids, self.embed.tok_emb.weight)
+            check_flag("need_weights", need_weights)
+            if cache is not None:
+                cache.check_batch(input_ids.shape[0])
         keep = check_keep(logits_to_keep, targets)
         if cache is None:
-            return self._forward(input_ids, targets, None, 0, need_weights, keep)
+            with checked():
+                return self._forward(input_ids, targets, None, 0, need_weights, keep)
         snap = cache.snapshot()
         try:  # a cache of another model is refused; a step that fails changes nothing
             cache.bind(owner_of(self))
-            return self._forward(input_ids, targets, cache, past, need_weights, keep)
+            with checked():
+                return self._forward(input_ids, targets, cache, past, need_weights, keep)
         except BaseException:
             cache.restore(snap)
             raise
@@ -161,6 +167,11 @@ class Encoder(nn.Module):
             token_type_ids = token_type_ids.long()
         check_flag("need_weights", need_weights)
         mask = key_mask(attention_mask, input_ids, "attention_mask")
+        with checked():  # everything above is checked: the layers trust it
+            return self._forward(input_ids, token_type_ids, mask, need_weights)
+
+    def _forward(self, input_ids: Tensor, token_type_ids: Optional[Tensor], mask: Optional[Tensor],
+                 need_weights: bool) -> ModelOutput:
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)  # (T,)
         x = self.embed(input_ids.long(), positions, token_type_ids)  # (B, T, C)
         rope = self.rope.cos_sin(positions, x.dtype) if self.rope is not None else None  # (T, D) x 2
@@ -230,17 +241,25 @@ class EncoderDecoder(nn.Module):
                              f"got {shape}; for one sentence add the batch dim: memory[None]")
         check_cache(cache)
         past = cache.seq_len if cache is not None else 0
-        check_ids("tgt_ids", tgt_ids, self.cfg.vocab_size, self.cfg.max_len, past)
-        check_device("tgt_ids", tgt_ids, self.embed.tok_emb.weight)
-        check_flag("need_weights", need_weights)
+        if checking():  # here, once: the layers below trust what this call hands them
+            check_ids("tgt_ids", tgt_ids, self.cfg.vocab_size, self.cfg.max_len, past)
+            check_device("tgt_ids", tgt_ids, self.embed.tok_emb.weight)
+            check_flag("need_weights", need_weights)
+            if cache is not None:
+                cache.check_batch(tgt_ids.shape[0])
+            self.decoder_layers[0].cross_attn.check_input("memory", memory)  # device and dtype
+            if memory_mask is not None:
+                check_mask(memory_mask, (tgt_ids.shape[0], self.cfg.n_heads, tgt_ids.shape[1], memory.shape[1]))
         if memory.shape[0] != tgt_ids.shape[0]:
             raise ValueError(f"tgt_ids has batch {tgt_ids.shape[0]} but the source has batch {memory.shape[0]}")
         if cache is None:
-            return self._decode(tgt_ids, memory, memory_mask, None, 0, need_weights)
+            with checked():
+                return self._decode(tgt_ids, memory, memory_mask, None, 0, need_weights)
         snap = cache.snapshot()
         try:  # another model or another source is refused; a step that fails changes nothing
             cache.bind(owner_of(self), memory)
-            return self._decode(tgt_ids, memory, memory_mask, cache, past, need_weights)
+            with checked():
+                return self._decode(tgt_ids, memory, memory_mask, cache, past, need_weights)
         except BaseException:
             cache.restore(snap)
             raise

@@ -28,7 +28,9 @@ import attnlib
 
 from .harness import Settings, Target, compare, fmt_table, synchronize
 from .models import build_pair, forward_flops
+from .reference import NanoGPT, functional_generate
 
+REFERENCES = ("smoke", "tiny")  # shapes also decoded by benchmarks.reference's two loops
 RUNS = {
     "smoke": [("smoke", 8, 8)],
     "quick": [("tiny", 32, 64), ("gpt2-small", 32, 32)],
@@ -96,13 +98,18 @@ def run(settings: Settings, *, log=print) -> dict:
                 "attnlib_no_cache": gpt.generate(prompt, new, temperature=0.0, use_cache=False),
                 "hf_cache": hf.generate(prompt, max_new_tokens=new, do_sample=False, use_cache=True),
             }
-            agree = {n: float((ids[0, prompt_len:] == outs["attnlib_cache"][0, prompt_len:]).float().mean())
-                     for n, ids in outs.items()}
             variants = {
                 "attnlib_cache": lambda: gpt.generate(prompt, new, temperature=0.0, use_cache=True),
                 "attnlib_no_cache": lambda: gpt.generate(prompt, new, temperature=0.0, use_cache=False),
                 "hf_cache": lambda: hf.generate(prompt, max_new_tokens=new, do_sample=False, use_cache=True),
             }
+            if shape in REFERENCES:  # what 'plain' code buys: modules without checks, then no modules
+                nano = NanoGPT(gpt).eval()
+                variants["nanogpt_modules"] = lambda: nano.generate(prompt, new)
+                variants["functional"] = lambda: functional_generate(gpt, prompt, new)
+                outs.update(nanogpt_modules=nano.generate(prompt, new), functional=functional_generate(gpt, prompt, new))
+            agree = {n: float((ids[0, prompt_len:] == outs["attnlib_cache"][0, prompt_len:]).float().mean())
+                     for n, ids in outs.items()}
             res = compare(variants, settings, baseline="attnlib_cache")
             # Flatness, bandwidth and the LM head as paired ratios in the same rounds.
             window = max(2, new // 8)
@@ -134,6 +141,10 @@ def run(settings: Settings, *, log=print) -> dict:
             "agreement_with_attnlib_cache": agree,
             "cache_speedup": res["ratio"]["attnlib_no_cache"],
             "attnlib_over_hf_tok_s": res["ratio"]["hf_cache"],
+            **({"attnlib_over_nanogpt_tok_s": res["ratio"]["nanogpt_modules"],
+                "nanogpt_over_hf_tok_s": res["ratio"]["hf_cache"] / res["ratio"]["nanogpt_modules"],
+                "functional_over_hf_tok_s": res["ratio"]["hf_cache"] / res["ratio"]["functional"]}
+               if shape in REFERENCES else {}),
             "paired_steps": paired, "window": window,
             "last_over_first_window": paired["ratio"]["step_last"],
             "step_s": [statistics.median(col) for col in zip(*(t for t, _ in step_runs))],
@@ -155,6 +166,9 @@ def run(settings: Settings, *, log=print) -> dict:
         tag = f"generate {r['shape']} +{r['new']}"
         if r["shape"] in ("tiny", "smoke"):
             targets += [Target(f"{tag}: attnlib tok/s / HF tok/s", r["attnlib_over_hf_tok_s"], ">=", 1.8),
+                        Target(f"{tag}: attnlib tok/s / nanoGPT-style modules tok/s",
+                               r["attnlib_over_nanogpt_tok_s"], ">=", 0.95,
+                               "the same modules without checks: what readable modules cost"),
                         Target(f"{tag}: cache speedup", r["cache_speedup"], ">=", 10.0,
                                "stated for 256 new tokens (--full)" if r["new"] < 256 else ""),
                         Target(f"{tag}: per-token cost, last / first window", r["last_over_first_window"],

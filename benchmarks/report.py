@@ -133,6 +133,9 @@ def render_smollm2(doc: dict) -> str:
 INLINE = {
     "tiny_vs_hf": ("generation", "tiny", ("attnlib_over_hf_tok_s",)),
     "tiny_cache": ("generation", "tiny", ("cache_speedup",)),
+    "tiny_nano_vs_hf": ("generation", "tiny", ("nanogpt_over_hf_tok_s",)),
+    "tiny_functional_vs_hf": ("generation", "tiny", ("functional_over_hf_tok_s",)),
+    "tiny_vs_nano": ("generation", "tiny", ("attnlib_over_nanogpt_tok_s",)),
     "gpt2_vs_hf": ("generation", "gpt2-small", ("attnlib_over_hf_tok_s",)),
     "gpt2_cache": ("generation", "gpt2-small", ("cache_speedup",)),
     "gpt2_read": ("generation", "gpt2-small", ("fraction_of_read_rate",)),
