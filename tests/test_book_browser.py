@@ -390,13 +390,8 @@ DEFAULT_TEXT_PX = 10 * 100 / 72  # matplotlib's 10 pt at 100 dpi, for a PNG with
 # Pages whose figures or weight depend on chapter outputs another engineer has not regenerated
 # yet (their notebooks need re-executing with scripts/execute_notebooks.py, or a figure drawn
 # narrower: see the issue-36 report). A listed page that passes is fine (the list may shrink).
-AWAITING_FIGURES: dict[str, str] = {
-}
-AWAITING_WEIGHT: dict[str, str] = {
-    "notebooks/10_tiny_gpt": "4.37 MB: the widget manager (1.88 MB) for its two precomputed sliders "
-                             "(197 kB of state), MathJax (0.83 MB) and the live model (426 kB, 304 kB "
-                             "of it float16 weights); it needs a decision on content, see issue 36",
-}
+AWAITING_FIGURES: dict[str, str] = {}
+AWAITING_WEIGHT: dict[str, str] = {}
 
 
 def _png_metadata() -> dict[str, dict]:
