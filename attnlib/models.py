@@ -15,7 +15,6 @@ from typing import Any, Optional
 import torch
 from torch import Tensor, nn
 
-
 from ._checks import checked, checking
 from .attention import check_flag, check_mask
 from .cache import KVCache, check_cache, owner_of
@@ -25,6 +24,16 @@ from .layers import DecoderLayer, Embeddings, EncoderLayer
 from .norms import make_norm
 from .positional import RotaryEmbedding
 from .outputs import IGNORE_INDEX, ModelOutput, check_device, check_ids, check_keep, init_weights, key_mask, lm_loss  # noqa: F401
+
+
+def _from_hf(cls: type, hf_model: Any, parts: str) -> nn.Module:
+    """``cls`` with a transformers model's weights (attnlib.pretrained imported only here)."""
+    from .pretrained import hf
+    from .pretrained._common import load_exact
+    cfg, state, name = getattr(hf, parts)(hf_model)
+    model = cls(cfg)
+    load_exact(model, state, name)
+    return model.eval()
 
 
 def _rope(cfg: TransformerConfig) -> Optional[RotaryEmbedding]:
@@ -78,16 +87,15 @@ class GPT(nn.Module):
             if cache is not None:
                 cache.check_batch(input_ids.shape[0])
         keep = check_keep(logits_to_keep, targets)
-        if cache is None:
-            with checked():
-                return self._forward(input_ids, targets, None, 0, need_weights, keep)
-        snap = cache.snapshot()
+        snap = cache.snapshot() if cache is not None else None
         try:  # a cache of another model is refused; a step that fails changes nothing
-            cache.bind(owner_of(self))
+            if cache is not None:
+                cache.bind(owner_of(self))
             with checked():
                 return self._forward(input_ids, targets, cache, past, need_weights, keep)
         except BaseException:
-            cache.restore(snap)
+            if cache is not None:
+                cache.restore(snap)
             raise
 
     def _forward(self, input_ids: Tensor, targets: Optional[Tensor], cache: Optional[KVCache], past: int,
@@ -114,23 +122,15 @@ class GPT(nn.Module):
 
         Sampling: logits / temperature, then the top_k most likely tokens, then the nucleus (the
         smallest set whose probability sums to >= top_p), then a draw with ``generator``.
-        Returns (B, T + max_new_tokens) including the prompt. Each step is this model's own
-        forward (with a KVCache: only the new token), under inference mode; the caller's
-        train/eval mode is left as it was."""
+        Returns (B, T + max_new_tokens) including the prompt. Each step is this model's own forward
+        (with a KVCache: only the new token), under inference mode; train/eval mode is kept."""
         return generate_decoder_only(self, input_ids, max_new_tokens, temperature=temperature, top_k=top_k,
                                      top_p=top_p, use_cache=use_cache, generator=generator)
 
     @classmethod
     def from_hf(cls, hf_model: Any) -> "GPT":
-        """A GPT with the same logits as a transformers GPT2LMHeadModel or LlamaForCausalLM.
-
-        attnlib.pretrained builds on this module, so its converter is imported when called."""
-        from .pretrained._common import load_exact
-        from .pretrained.hf import gpt_parts
-        cfg, state, name = gpt_parts(hf_model)
-        model = cls(cfg)
-        load_exact(model, state, name)
-        return model.eval()
+        """A GPT with the same logits as a transformers GPT2LMHeadModel or LlamaForCausalLM."""
+        return _from_hf(cls, hf_model, "gpt_parts")
 
 
 class Encoder(nn.Module):
@@ -167,34 +167,23 @@ class Encoder(nn.Module):
             token_type_ids = token_type_ids.long()
         check_flag("need_weights", need_weights)
         mask = key_mask(attention_mask, input_ids, "attention_mask")
-        with checked():  # everything above is checked: the layers trust it
-            return self._forward(input_ids, token_type_ids, mask, need_weights)
-
-    def _forward(self, input_ids: Tensor, token_type_ids: Optional[Tensor], mask: Optional[Tensor],
-                 need_weights: bool) -> ModelOutput:
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)  # (T,)
-        x = self.embed(input_ids.long(), positions, token_type_ids)  # (B, T, C)
-        rope = self.rope.cos_sin(positions, x.dtype) if self.rope is not None else None  # (T, D) x 2
         attentions = [] if need_weights else None
-        for layer in self.layers:
-            x, w = layer(x, attn_mask=mask, need_weights=need_weights, rope=rope)
-            if need_weights:
-                attentions.append(w)
-        if self.norm_f is not None:
-            x = self.norm_f(x)
+        with checked():  # everything above is checked: the layers trust it
+            x = self.embed(input_ids.long(), positions, token_type_ids)  # (B, T, C)
+            rope = self.rope.cos_sin(positions, x.dtype) if self.rope is not None else None  # (T, D) x 2
+            for layer in self.layers:
+                x, w = layer(x, attn_mask=mask, need_weights=need_weights, rope=rope)
+                if need_weights:
+                    attentions.append(w)
+            if self.norm_f is not None:
+                x = self.norm_f(x)
         return ModelOutput(hidden_states=x, attentions=attentions)
 
     @classmethod
     def from_hf(cls, hf_model: Any) -> "Encoder":
-        """An Encoder with the same hidden states as a transformers BertModel.
-
-        attnlib.pretrained builds on this module, so its converter is imported when called."""
-        from .pretrained._common import load_exact
-        from .pretrained.hf import encoder_parts
-        cfg, state, name = encoder_parts(hf_model)
-        model = cls(cfg)
-        load_exact(model, state, name)
-        return model.eval()
+        """An Encoder with the same hidden states as a transformers BertModel."""
+        return _from_hf(cls, hf_model, "encoder_parts")
 
 
 class EncoderDecoder(nn.Module):
@@ -252,16 +241,15 @@ class EncoderDecoder(nn.Module):
                 check_mask(memory_mask, (tgt_ids.shape[0], self.cfg.n_heads, tgt_ids.shape[1], memory.shape[1]))
         if memory.shape[0] != tgt_ids.shape[0]:
             raise ValueError(f"tgt_ids has batch {tgt_ids.shape[0]} but the source has batch {memory.shape[0]}")
-        if cache is None:
-            with checked():
-                return self._decode(tgt_ids, memory, memory_mask, None, 0, need_weights)
-        snap = cache.snapshot()
+        snap = cache.snapshot() if cache is not None else None
         try:  # another model or another source is refused; a step that fails changes nothing
-            cache.bind(owner_of(self), memory)
+            if cache is not None:
+                cache.bind(owner_of(self), memory)
             with checked():
                 return self._decode(tgt_ids, memory, memory_mask, cache, past, need_weights)
         except BaseException:
-            cache.restore(snap)
+            if cache is not None:
+                cache.restore(snap)
             raise
 
     def _decode(self, tgt_ids: Tensor, memory: Tensor, memory_mask: Optional[Tensor], cache: Optional[KVCache],
