@@ -73,7 +73,7 @@ class FeedForward(nn.Module):
         if checking():
             self.check_input(x)
         h = activate(self.activation, self.fc1(x), self.gate(x) if self.gate is not None else None)  # (..., d_ff)
-        return self.drop(self.fc2(h))  # (..., C)
+        return dropped(self.drop, self.fc2(h))  # (..., C)
 
     def check_input(self, x: Any) -> None:
         if not isinstance(x, Tensor) or x.dim() < 1 or x.shape[-1] != self.fc1.in_features:
@@ -81,6 +81,12 @@ class FeedForward(nn.Module):
             raise ValueError(f"x must have shape (..., d_model={self.fc1.in_features}), got {shape}")
         if not x.is_floating_point():
             raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
+
+
+def dropped(drop: nn.Dropout, x: Tensor) -> Tensor:
+    """``drop(x)`` while training. In eval mode dropout is the identity, so x itself, without
+    the call: decoding passes here several times per layer for every token."""
+    return drop(x) if drop.training else x
 
 
 def activate(activation: str, h: Tensor, gate: Optional[Tensor] = None) -> Tensor:
@@ -139,7 +145,7 @@ class EncoderLayer(nn.Module):
         def attend(h: Tensor) -> tuple[Tensor, Optional[Tensor]]:
             out, w = self.self_attn(h, attn_mask=attn_mask, need_weights=need_weights, rope=rope,
                                     backend=backend)
-            return self.drop(out), w
+            return dropped(self.drop, out), w
 
         if self.norm_first:
             a, weights = attend(self.norm1(x))
@@ -203,19 +209,19 @@ class DecoderLayer(nn.Module):
         Returns (x, self weights or None, cross weights or None)."""
         if checking():
             self.self_attn.check_input("x", x)  # before the first LayerNorm sees it
-        if (memory is None) != (self.cross_attn is None):
-            raise ValueError("memory must be given exactly when the layer has cross-attention "
-                             f"(cross_attention={self.cross_attn is not None}, memory given={memory is not None})")
+            if (memory is None) != (self.cross_attn is None):
+                raise ValueError("memory must be given exactly when the layer has cross-attention (cross_attention="
+                                 f"{self.cross_attn is not None}, memory given={memory is not None})")
 
         def self_block(h: Tensor) -> tuple[Tensor, Optional[Tensor]]:
             out, w = self.self_attn(h, attn_mask=attn_mask, is_causal=True, need_weights=need_weights,
                                     cache=cache, layer_idx=layer_idx, rope=rope, backend=backend)
-            return self.drop(out), w
+            return dropped(self.drop, out), w
 
         def cross_block(h: Tensor) -> tuple[Tensor, Optional[Tensor]]:
             out, w = self.cross_attn(h, memory, attn_mask=memory_mask, need_weights=need_weights,
                                      cache=cache, layer_idx=layer_idx, backend=backend)
-            return self.drop(out), w
+            return dropped(self.drop, out), w
 
         cross_w = None
         if self.norm_first:
@@ -271,7 +277,7 @@ class Embeddings(nn.Module):
             x = x + self.type_emb(types)
         if self.norm is not None:
             x = self.norm(x)
-        return self.drop(x)
+        return dropped(self.drop, x)
 
     @staticmethod
     def check_input(input_ids: Tensor, positions: Tensor, token_type_ids: Optional[Tensor]) -> None:

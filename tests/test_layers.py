@@ -229,3 +229,36 @@ def test_rope_base_and_n_kv_heads_reach_every_model(model_cls):
     attns = [m for m in model.modules() if isinstance(m, attnlib.MultiHeadAttention)]
     assert attns and all(m.n_kv_heads == 2 and m.k_proj.out_features == 2 * (C // H) for m in attns)
     torch.testing.assert_close(rope.inv_freq(), 5e5 ** (-torch.arange(0, C // H, 2).float() / (C // H)))
+
+
+def test_dropout_acts_in_training_only_at_every_site():
+    """layers.dropped: each dropout site drops in training and is skipped (x itself) in eval."""
+    from attnlib.layers import dropped
+    x = torch.ones(4000)
+    drop = nn.Dropout(0.5).train()
+    y = dropped(drop, x)
+    assert 0.45 < float((y == 0).float().mean()) < 0.55 and torch.allclose(y[y != 0], torch.tensor(2.0))
+    assert dropped(drop.eval(), x) is x
+    # every site of a GPT: in training, zeroing any one of them changes the output
+    cfg = attnlib.TransformerConfig(vocab_size=16, d_model=8, n_heads=2, n_layers=1, max_len=8, dropout=0.5)
+    torch.manual_seed(0)
+    gpt = attnlib.GPT(cfg)
+    ids = torch.randint(0, 16, (1, 6))
+    sites = [m for m in gpt.modules() if isinstance(m, nn.Dropout)]
+    assert len(sites) == 3  # embeddings, the layer's residual dropout, the FFN's
+    for m in gpt.modules():
+        if isinstance(m, attnlib.MultiHeadAttention):
+            m.dropout = 0.0  # the attention weights' own dropout: off, so only the sites act
+    gpt.eval()
+    ref = gpt(ids).logits
+    assert torch.equal(gpt(ids).logits, ref)  # eval: deterministic, no dropout anywhere
+    gpt.train()
+    for site in sites:
+        others = [s for s in sites if s is not site]
+        for s in others:
+            s.p = 0.0
+        site.p = 0.5
+        torch.manual_seed(1)
+        assert not torch.allclose(gpt(ids).logits, ref), "a dropout site did nothing in training"
+        for s in sites:
+            s.p = 0.5
