@@ -13,7 +13,9 @@ has read (:func:`teacher_forcing`).
 from __future__ import annotations
 
 import math
+import os
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional, Sequence, Union
 
 import torch
@@ -174,7 +176,8 @@ def train(
     if not params:
         raise ValueError("model has no trainable parameters")
     device = params[0].device
-    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    # fused: AdamW's update in one PyTorch kernel (faster; the loop's numbers up to float rounding)
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=device.type in ("cpu", "cuda"))
     was_training = model.training
     model.train()
     rng = range(steps)
@@ -242,3 +245,48 @@ def _seq2seq_forward(model: nn.Module, batch: Sequence[Tensor], bos_id: Optional
     targets = targets.masked_fill(targets == pad_id, IGNORE_INDEX)  # no loss on padding
     src_mask = (src != pad_id).long()  # (B, S), 1 real / 0 pad
     return model(src, decoder_input, src_attention_mask=src_mask), targets
+
+
+def train_many(models: Sequence[nn.Module], data: Data, *, seeds: Sequence[int], workers: Optional[int] = None,
+               **kwargs: Any) -> list[list[float]]:
+    """:func:`train` for several models at once, each on its own CPU core; their loss histories.
+
+    Model i trains exactly as ``train(models[i], data, generator=torch.Generator().manual_seed(
+    seeds[i]), **kwargs)`` would on one thread, and comes out bit for bit the same (tested): each
+    model has its own weights, optimizer and batches, and the data is only read. This is how a
+    chapter compares several trained models (schemes, seeds) in the time of a few.
+
+    Build the models first (seeding each): their initial weights come from torch's global random
+    generator, which threads share. For the same reason models with dropout are refused.
+
+    Args:
+        models: distinct modules to train; data and kwargs: as :func:`train` (not ``generator``).
+        seeds: one batch-sampling seed per model.
+        workers: models trained at once (default: one per CPU core, at most one per model).
+    """
+    models, seeds = list(models), list(seeds)
+    if not models or not all(isinstance(m, nn.Module) for m in models):
+        raise TypeError("models must be a non-empty list of torch.nn.Modules (e.g. attnlib.GPT)")
+    if len({id(m) for m in models}) != len(models):
+        raise ValueError("the same model appears twice in models: two threads would train it at once")
+    if len(seeds) != len(models) or any(as_int(s) is None for s in seeds):
+        raise ValueError(f"seeds must hold one int per model: {len(models)} models, got seeds={seeds!r}")
+    if "generator" in kwargs:
+        raise TypeError("train_many seeds each model's batches itself: pass seeds=[...], not generator")
+    for i, m in enumerate(models):
+        if any(getattr(x, "p", 0) > 0 for x in m.modules() if isinstance(x, nn.Dropout)) or any(
+                getattr(x, "dropout", 0) > 0 for x in m.modules() if type(x).__name__ == "MultiHeadAttention"):
+            raise ValueError(f"models[{i}] has dropout, which draws from torch's global random generator that "
+                             "threads share (the result would depend on timing); train it with attnlib.train")
+    n = min(len(models), os.cpu_count() or 1) if workers is None else as_int(workers)
+    if n is None or n < 1:
+        raise ValueError(f"workers must be a positive int or None, got {workers!r}")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one core per model: the same arithmetic as a one-thread run
+    try:
+        with ThreadPoolExecutor(n) as pool:  # torch lets go of Python's lock inside its operations
+            jobs = [pool.submit(train, m, data, generator=torch.Generator().manual_seed(as_int(s)), **kwargs)
+                    for m, s in zip(models, seeds)]
+            return [job.result() for job in jobs]
+    finally:
+        torch.set_num_threads(threads)

@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+import attnlib
 from attnlib.train import sample_batch, shift_targets, train
 
 V = 8
@@ -220,3 +221,78 @@ def test_pair_errors():
         train(Recorder(tgt), (src, tgt[:5]), steps=1, bos_id=BOS)
     with pytest.raises(ValueError, match="two 2-D"):
         train(Recorder(tgt), (src, tgt, tgt), steps=1, bos_id=BOS)
+
+
+def _gpts(n: int, **over) -> list:
+    out = []
+    for seed in range(n):
+        torch.manual_seed(seed)
+        cfg = attnlib.TransformerConfig(vocab_size=20, d_model=16, n_heads=2, n_layers=1, max_len=16, **over)
+        out.append(attnlib.GPT(cfg))
+    return out
+
+
+def test_train_many_equals_training_one_after_another():
+    data = torch.randint(0, 20, (400,), generator=torch.Generator().manual_seed(5))
+    kw = dict(steps=15, batch_size=4, block_size=8, lr=1e-2)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        alone = _gpts(3)
+        hist_alone = [attnlib.train(m, data, generator=torch.Generator().manual_seed(s), **kw)
+                      for s, m in zip((7, 8, 9), alone)]
+    finally:
+        torch.set_num_threads(threads)
+    many = _gpts(3)
+    hist_many = attnlib.train_many(many, data, seeds=(7, 8, 9), workers=2, **kw)
+    assert torch.get_num_threads() == threads  # put back
+    assert hist_many == hist_alone
+    for a, b in zip(alone, many):
+        assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+    assert hist_many[0] != hist_many[1]  # the seeds differ, so do the runs
+
+
+def test_train_many_refuses_what_would_race():
+    data = torch.randint(0, 20, (200,))
+    kw = dict(steps=1, batch_size=2, block_size=4)
+    a, b = _gpts(2)
+    with pytest.raises(ValueError, match="one int per model"):
+        attnlib.train_many([a, b], data, seeds=[0], **kw)
+    with pytest.raises(ValueError, match="appears twice"):
+        attnlib.train_many([a, a], data, seeds=[0, 1], **kw)
+    with pytest.raises(TypeError, match="not generator"):
+        attnlib.train_many([a, b], data, seeds=[0, 1], generator=torch.Generator(), **kw)
+    with pytest.raises(ValueError, match="dropout"):
+        attnlib.train_many(_gpts(2, dropout=0.1), data, seeds=[0, 1], **kw)
+    with pytest.raises(TypeError, match="non-empty list"):
+        attnlib.train_many([], data, seeds=[], **kw)
+    with pytest.raises(ValueError, match="workers"):
+        attnlib.train_many([a, b], data, seeds=[0, 1], workers=0, **kw)
+    with pytest.raises(ValueError, match="steps"):  # train's own checks still speak
+        attnlib.train_many([a, b], data, seeds=[0, 1], steps=0)
+
+
+def test_fused_adamw_is_the_same_update_as_the_loop(monkeypatch):
+    """train picks AdamW's fused kernel on the CPU; it is the loop's update up to float rounding."""
+    asked = []
+    real = torch.optim.AdamW
+    monkeypatch.setattr(torch.optim, "AdamW", lambda *a, **k: asked.append(k.get("fused")) or real(*a, **k))
+    (m,) = _gpts(1)
+    attnlib.train(m, torch.randint(0, 20, (200,)), steps=2, batch_size=2, block_size=4)
+    assert asked == [True]
+    monkeypatch.undo()
+    g = torch.Generator().manual_seed(3)
+    start = [torch.randn(16, 8, generator=g), torch.randn(8, generator=g)]
+    grads = [[torch.randn(p.shape, generator=g) for p in start] for _ in range(5)]
+    results = []
+    for fused in (True, False):
+        params = [p.clone().requires_grad_() for p in start]
+        opt = torch.optim.AdamW(params, lr=1e-2, weight_decay=0.1, fused=fused)
+        for step_grads in grads:
+            for p, gr in zip(params, step_grads):
+                p.grad = gr.clone()
+            opt.step()
+        results.append(params)
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+        assert not torch.equal(a, start[0] if a.dim() == 2 else start[1])  # it did update
