@@ -64,3 +64,18 @@ def test_other_outputs_pass_through_unchanged():
     text = {"output_type": "stream", "name": "stdout", "text": "loss 2.10\n"}
     other = {"output_type": "stream", "name": "stdout", "text": "loss 2.11\n"}
     assert nb_conftest._align([text], [other]) == [text]
+
+
+def test_sanitizer_equates_tiny_gaps_and_nothing_larger():
+    """tests/nbval_sanitize.cfg [tiny_gaps]: gaps printed with :.0e below 1e-5 read the same on
+    every CPU; a gap of 1e-5 or more, and any other number, is compared as printed."""
+    import configparser
+    import re
+    cfg = configparser.ConfigParser()
+    cfg.read(Path(__file__).resolve().parent / "nbval_sanitize.cfg")
+    rx = re.compile(cfg["tiny_gaps"]["regex"])
+    clean = lambda s: rx.sub(cfg["tiny_gaps"]["replace"], s)  # noqa: E731
+    assert clean("largest gap 6e-08") == clean("largest gap 3e-06") == clean("largest gap 0e+00")
+    for other in ("largest gap 1e-05", "largest gap 2e-03", "loss 2.5e-07", "x 12e-07", "0.00000"):
+        assert clean(other) == other
+    assert clean("largest gap 6e-08") != clean("largest gap 1e-05")
