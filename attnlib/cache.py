@@ -140,13 +140,14 @@ class KVCache:
         self.__init__()
 
     # --- Which model filled it, and undoing a failed step -----------------------------------
-    def bind(self, owner: dict[str, Any], source: Optional[Tensor] = None) -> None:
-        """Tie the cache to one model (``owner``, from :func:`owner_of`: the model itself and its
+    def bind(self, model: Any, source: Optional[Tensor] = None) -> None:
+        """Tie the cache to one model (what :func:`owner_of` records: the model itself and its
         sizes) and, for an encoder-decoder, to one source (the encoder output (B, S, C)). The
         first call records them; a later call with others is a ValueError that says what differs."""
         if self.owner is None:
-            self.owner = dict(owner)
-        elif owner != self.owner:
+            self.owner = owner_of(model)
+        elif self.owner["instance"]() is not model:  # another model (or the first one is gone)
+            owner = owner_of(model)
             differ = [k for k in owner if k != "instance" and owner[k] != self.owner.get(k)]
             if differ:
                 held = ", ".join(f"{k}={self.owner.get(k)!r}" for k in differ)

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from ._checks import checked, checking
 from .attention import check_flag, check_mask
-from .cache import KVCache, check_cache, owner_of
+from .cache import KVCache, check_cache
 from .config import TransformerConfig
 from .generation import generate_decoder_only, generate_encoder_decoder
 from .layers import DecoderLayer, Embeddings, EncoderLayer
@@ -90,7 +90,7 @@ class GPT(nn.Module):
         snap = cache.snapshot() if cache is not None else None
         try:  # a cache of another model is refused; a step that fails changes nothing
             if cache is not None:
-                cache.bind(owner_of(self))
+                cache.bind(self)
             with checked():
                 return self._forward(input_ids, targets, cache, past, need_weights, keep)
         except BaseException:
@@ -244,7 +244,7 @@ class EncoderDecoder(nn.Module):
         snap = cache.snapshot() if cache is not None else None
         try:  # another model or another source is refused; a step that fails changes nothing
             if cache is not None:
-                cache.bind(owner_of(self), memory)
+                cache.bind(self, memory)
             with checked():
                 return self._decode(tgt_ids, memory, memory_mask, cache, past, need_weights)
         except BaseException:
