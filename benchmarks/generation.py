@@ -14,10 +14,16 @@ step (with the cache: only the newest token; without it: the whole sequence agai
   2 FLOPs per 4-byte weight (arithmetic intensity 0.5 FLOP/byte), while a prefill of P tokens
   does 2 P FLOPs per weight read. Weight bytes / step time is compared with the machine's read
   rate (a sum over 256 MiB, timed in the same rounds), and the LM head's share of the step is
-  timed alone (one row through the tied embedding matrix).
+  timed alone (one row through the tied embedding matrix);
+* the order of a weight's bytes: ``nn.Linear`` stores a weight (out, in); Hugging Face's GPT-2
+  stores its projections (in, out) (its ``Conv1D``). ``attnlib_in_out`` is the same attnlib
+  model with each projection's weight held (in, out) in memory and read through a transposed
+  view (``F.linear`` then multiplies by the (in, out) matrix as it is stored): the same
+  modules, arithmetic and bytes, only the order in which a one-row product reads them.
 """
 from __future__ import annotations
 
+import copy
 import statistics
 import time
 
@@ -83,6 +89,17 @@ def weight_bytes_per_token(gpt: torch.nn.Module) -> int:
     return total
 
 
+def stored_in_out(gpt: torch.nn.Module) -> torch.nn.Module:
+    """A copy of ``gpt`` whose projections keep their weights (in, out) in memory, as GPT-2's
+    Conv1D does: each ``weight`` is the transposed view of an (in, out) tensor, so it still has
+    nn.Linear's (out, in) shape and every product gives the same numbers."""
+    other = copy.deepcopy(gpt)
+    for m in other.layers.modules():
+        if isinstance(m, torch.nn.Linear):
+            m.weight = torch.nn.Parameter(m.weight.detach().t().contiguous().t(), requires_grad=False)
+    return other
+
+
 def run(settings: Settings, *, log=print) -> dict:
     """Time generation; return JSON-ready results and targets."""
     rows = []
@@ -92,16 +109,19 @@ def run(settings: Settings, *, log=print) -> dict:
         prompt = torch.randint(0, cfg.vocab_size, (1, prompt_len), generator=g).to(settings.device)
         gen_cfg = hf.generation_config
         gen_cfg.eos_token_id, gen_cfg.pad_token_id, gen_cfg.do_sample = None, 0, False
+        gpt_in_out = stored_in_out(gpt)
         with torch.inference_mode():
             outs = {
                 "attnlib_cache": gpt.generate(prompt, new, temperature=0.0, use_cache=True),
                 "attnlib_no_cache": gpt.generate(prompt, new, temperature=0.0, use_cache=False),
                 "hf_cache": hf.generate(prompt, max_new_tokens=new, do_sample=False, use_cache=True),
+                "attnlib_in_out": gpt_in_out.generate(prompt, new, temperature=0.0, use_cache=True),
             }
             variants = {
                 "attnlib_cache": lambda: gpt.generate(prompt, new, temperature=0.0, use_cache=True),
                 "attnlib_no_cache": lambda: gpt.generate(prompt, new, temperature=0.0, use_cache=False),
                 "hf_cache": lambda: hf.generate(prompt, max_new_tokens=new, do_sample=False, use_cache=True),
+                "attnlib_in_out": lambda: gpt_in_out.generate(prompt, new, temperature=0.0, use_cache=True),
             }
             if shape in REFERENCES:  # what 'plain' code buys: modules without checks, then no modules
                 nano = NanoGPT(gpt).eval()
@@ -141,6 +161,8 @@ def run(settings: Settings, *, log=print) -> dict:
             "agreement_with_attnlib_cache": agree,
             "cache_speedup": res["ratio"]["attnlib_no_cache"],
             "attnlib_over_hf_tok_s": res["ratio"]["hf_cache"],
+            "in_out_over_hf_tok_s": res["ratio"]["hf_cache"] / res["ratio"]["attnlib_in_out"],
+            "in_out_over_attnlib_tok_s": 1 / res["ratio"]["attnlib_in_out"],
             **({"attnlib_over_nanogpt_tok_s": res["ratio"]["nanogpt_modules"],
                 "nanogpt_over_hf_tok_s": res["ratio"]["hf_cache"] / res["ratio"]["nanogpt_modules"],
                 "functional_over_hf_tok_s": res["ratio"]["hf_cache"] / res["ratio"]["functional"]}
@@ -160,7 +182,7 @@ def run(settings: Settings, *, log=print) -> dict:
         log(f"  generate {shape} +{new}: cache speedup {r['cache_speedup']:.2f}x, attnlib/HF tok/s "
             f"{r['attnlib_over_hf_tok_s']:.2f}x, last/first window {r['last_over_first_window']:.2f}, decode "
             f"{decode_gbs:.1f} GB/s of {read_gbs:.1f}{' (noisy)' if res['noisy'] else ''}")
-        del gpt, hf
+        del gpt, hf, gpt_in_out
     targets = []
     for r in rows:
         tag = f"generate {r['shape']} +{r['new']}"

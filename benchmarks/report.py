@@ -105,6 +105,14 @@ def render_generation(doc: dict) -> str:
                       "attnlib / HF", "last / first window"], rows)
 
 
+def render_layout(doc: dict) -> str:
+    rows = [[r["shape"], r["tokens_per_s"]["attnlib_cache"], r["tokens_per_s"].get("attnlib_in_out"),
+             r["tokens_per_s"]["hf_cache"], r["attnlib_over_hf_tok_s"], r.get("in_out_over_hf_tok_s")]
+            for r in doc["benchmarks"]["generation"]["runs"]]
+    return _md_table(["model", "attnlib tok/s", "(in, out) tok/s", "HF tok/s", "attnlib / HF",
+                      "(in, out) / HF"], rows)
+
+
 def render_memory_bound(doc: dict) -> str:
     rows = [[r["shape"], r["decode_flop_per_byte"], r["prefill_flop_per_byte"], r["decode_gflops"],
              r["prefill_gflops"], r["decode_gbs"], r["read_gbs"], r["lm_head_share"]]
@@ -137,13 +145,25 @@ INLINE = {
     "tiny_functional_vs_hf": ("generation", "tiny", ("functional_over_hf_tok_s",)),
     "tiny_vs_nano": ("generation", "tiny", ("attnlib_over_nanogpt_tok_s",)),
     "gpt2_vs_hf": ("generation", "gpt2-small", ("attnlib_over_hf_tok_s",)),
+    "gpt2_vs_hf_again": ("generation", "gpt2-small", ("attnlib_over_hf_tok_s",)),
     "gpt2_cache": ("generation", "gpt2-small", ("cache_speedup",)),
     "gpt2_read": ("generation", "gpt2-small", ("fraction_of_read_rate",)),
     "gpt2_head": ("generation", "gpt2-small", ("lm_head_share",)),
+    "gpt2_in_out_vs_hf": ("generation", "gpt2-small", ("in_out_over_hf_tok_s",)),
     "fwd_vs_hf": ("models", "6x384", ("attnlib_over_hf",)),
     "compile_fwd": ("compiled", "tiny", ("compiled_over_eager_forward",)),
     "compile_step": ("compiled", "tiny", ("compiled_over_eager_step",)),
 }
+
+
+def render_tiny_vs_nano_rounds(doc: dict) -> str:
+    """The spread of attnlib / nanoGPT-style tokens/s over the kept rounds of the tiny decode."""
+    run = _run(doc, "generation", "tiny")
+    if run is None or "nanogpt_modules" not in run["timing"]["median_s"]:
+        return "(not in the stored run)"
+    ratios = [rd["times_s"]["nanogpt_modules"] / rd["times_s"]["attnlib_cache"]
+              for rd in run["timing"]["rounds"] if rd["kept"]]
+    return f"from {min(ratios):.2f} to {max(ratios):.2f}"
 
 
 def _inline(name: str):
@@ -197,7 +217,7 @@ def render_gpu_doc(gpu: dict) -> str:
 
 
 RENDER = {"env": render_env, "targets": render_targets, "attention": render_attention, "models": render_models,
-          "generation": render_generation, "memory_bound": render_memory_bound, "compiled": render_compiled,
+          "generation": render_generation, "memory_bound": render_memory_bound, "layout": render_layout, "tiny_vs_nano_rounds": render_tiny_vs_nano_rounds, "compiled": render_compiled,
           "smollm2": render_smollm2, "chapters": render_chapters, "gpu": render_gpu,
           **{name: _inline(name) for name in INLINE}}
 

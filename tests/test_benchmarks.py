@@ -83,7 +83,7 @@ def check_document(doc: dict, benchmarks: set[str]) -> None:
             refs = {"nanogpt_modules", "functional"} if "attnlib_over_nanogpt_tok_s" in run else set()
             if doc["settings"]["mode"] == "smoke" or run["shape"] == "tiny" and STORED_HAS_REFS:
                 assert refs, f"{run['shape']}: the reference loops were not timed"
-            check_comparison(run["timing"], {"attnlib_cache", "attnlib_no_cache", "hf_cache"} | refs)
+            check_comparison(run["timing"], {"attnlib_cache", "attnlib_no_cache", "hf_cache", "attnlib_in_out"} | refs)
             if refs:
                 ratio = run["timing"]["ratio"]
                 assert run["attnlib_over_nanogpt_tok_s"] == ratio["nanogpt_modules"]
@@ -92,10 +92,13 @@ def check_document(doc: dict, benchmarks: set[str]) -> None:
             check_comparison(run["paired_steps"], {"step_first", "step_last", "read", "lm_head", "prefill"})
             assert run["cache_speedup"] == run["timing"]["ratio"]["attnlib_no_cache"]
             assert run["attnlib_over_hf_tok_s"] == run["timing"]["ratio"]["hf_cache"]
+            ratio = run["timing"]["ratio"]
+            assert run["in_out_over_hf_tok_s"] == pytest.approx(ratio["hf_cache"] / ratio["attnlib_in_out"])
+            assert run["in_out_over_attnlib_tok_s"] == pytest.approx(1 / ratio["attnlib_in_out"])
             assert run["last_over_first_window"] == run["paired_steps"]["ratio"]["step_last"]
             assert run["lm_head_share"] == run["paired_steps"]["ratio"]["lm_head"]
             assert run["agreement_with_attnlib_cache"] == {"attnlib_cache": 1.0, "attnlib_no_cache": 1.0,
-                                                           "hf_cache": 1.0, **dict.fromkeys(refs, 1.0)}, \
+                                                           "hf_cache": 1.0, "attnlib_in_out": 1.0, **dict.fromkeys(refs, 1.0)}, \
                 "the same greedy tokens"
             assert len(run["step_s"]) == run["new"]
             assert run["fraction_of_read_rate"] == pytest.approx(run["decode_gbs"] / run["read_gbs"])
@@ -251,6 +254,11 @@ def test_stored_full_results_and_book_page_agree() -> None:
     assert not any(isinstance(t["value"], float) and math.isnan(t["value"]) for t in doc["targets"])
     words = len(re.sub(r"<!-- BEGIN generated:(\w+) -->.*?<!-- END generated:\1 -->", " ", page, flags=re.S).split())
     assert words < 2500, f"the page's prose has {words} words; keep it under 2,500"
+    # A line that starts with an HTML comment starts a raw HTML block and ends the paragraph, so a
+    # number filled in mid-sentence must not open a line.
+    starts = [line for line in page.splitlines()
+              if re.match(r"<!-- BEGIN generated:(\w+) -->.*<!-- END generated:\1 -->", line)]
+    assert not starts, f"generated numbers at the start of a line break their paragraph: {starts}"
 
 
 @pytest.mark.gpu
