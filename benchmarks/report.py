@@ -145,7 +145,6 @@ INLINE = {
     "tiny_functional_vs_hf": ("generation", "tiny", ("functional_over_hf_tok_s",)),
     "tiny_vs_nano": ("generation", "tiny", ("attnlib_over_nanogpt_tok_s",)),
     "gpt2_vs_hf": ("generation", "gpt2-small", ("attnlib_over_hf_tok_s",)),
-    "gpt2_vs_hf_again": ("generation", "gpt2-small", ("attnlib_over_hf_tok_s",)),
     "gpt2_cache": ("generation", "gpt2-small", ("cache_speedup",)),
     "gpt2_read": ("generation", "gpt2-small", ("fraction_of_read_rate",)),
     "gpt2_head": ("generation", "gpt2-small", ("lm_head_share",)),
@@ -217,7 +216,8 @@ def render_gpu_doc(gpu: dict) -> str:
 
 
 RENDER = {"env": render_env, "targets": render_targets, "attention": render_attention, "models": render_models,
-          "generation": render_generation, "memory_bound": render_memory_bound, "layout": render_layout, "tiny_vs_nano_rounds": render_tiny_vs_nano_rounds, "compiled": render_compiled,
+          "generation": render_generation, "memory_bound": render_memory_bound, "layout": render_layout,
+          "tiny_vs_nano_rounds": render_tiny_vs_nano_rounds, "compiled": render_compiled,
           "smollm2": render_smollm2, "chapters": render_chapters, "gpu": render_gpu,
           **{name: _inline(name) for name in INLINE}}
 

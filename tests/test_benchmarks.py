@@ -254,6 +254,21 @@ def test_stored_full_results_and_book_page_agree() -> None:
     assert not any(isinstance(t["value"], float) and math.isnan(t["value"]) for t in doc["targets"])
     words = len(re.sub(r"<!-- BEGIN generated:(\w+) -->.*?<!-- END generated:\1 -->", " ", page, flags=re.S).split())
     assert words < 2500, f"the page's prose has {words} words; keep it under 2,500"
+    # The sentences around the generated numbers hold for the stored run (re-run: re-read them).
+    gen = {r["shape"]: r for r in doc["benchmarks"]["generation"]["runs"]}
+    tiny, gpt2 = gen["tiny"], gen["gpt2-small"]
+    assert tiny["functional_over_hf_tok_s"] < 0.9 * 1.8, "'well short of 1.8 times' with no modules"
+    assert gpt2["attnlib_over_hf_tok_s"] < 1 <= gpt2["in_out_over_hf_tok_s"], "the (in, out) order puts HF ahead"
+    assert tiny["in_out_over_attnlib_tok_s"] > 1 and gpt2["in_out_over_attnlib_tok_s"] > 1, "(in, out) reads faster"
+    rounds = [rd["times_s"] for rd in tiny["timing"]["rounds"] if rd["kept"]]
+    spread = [t["nanogpt_modules"] / t["attnlib_cache"] for t in rounds]
+    assert max(spread) - min(spread) > abs(1 - tiny["attnlib_over_nanogpt_tok_s"]), "moved more than the gap"
+    assert max(spread) > 4 / 3 * min(spread), "single rounds differ by a third"
+    assert all(r["prefill_gflops"] > 5 * r["decode_gflops"] for r in gen.values()), "many times faster per FLOP"
+    assert all(r["graphs_compiled_per_growing_step"] > 0 for r in doc["benchmarks"]["compiled"]["runs"]), \
+        "a growing cache makes the compiled step compile again"
+    recomputed = tiny["prompt"] + tiny["new"] / 2  # tokens a step without the cache runs, on average
+    assert tiny["cache_speedup"] < recomputed / 10, "the cache's gain stays far below the tokens recomputed"
     # A line that starts with an HTML comment starts a raw HTML block and ends the paragraph, so a
     # number filled in mid-sentence must not open a line.
     starts = [line for line in page.splitlines()
