@@ -19,6 +19,8 @@ export PYTHON
 # Every command below (and every notebook kernel it starts) imports attnlib from this checkout,
 # whatever checkout an editable install elsewhere points at.
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
+# Files are read and written as UTF-8 whatever the machine's locale (a test must not depend on it).
+export PYTHONUTF8 := 1
 
 .PHONY: book test setup setup-test assets notebooks clean
 

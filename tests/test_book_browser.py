@@ -799,15 +799,26 @@ def jupyterlab(tmp_path_factory):
     import subprocess
 
     root = tmp_path_factory.mktemp("lab")
-    for name in LAB_CHAPTERS:
-        shutil.copy(ROOT / "notebooks" / name, root / name)
-    old = json.loads((ROOT / "notebooks" / LAB_CHAPTERS[0]).read_text(encoding="utf-8"))
-    old["metadata"]["kernelspec"]["display_name"] = "Python 3"  # as the chapters were stored
-    (root / "old_kernelspec.ipynb").write_text(json.dumps(old), encoding="utf-8")
     home = tmp_path_factory.mktemp("lab-home")
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(home / "config"),
            "JUPYTER_DATA_DIR": str(home / "data"), "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
            "PYTHONPATH": str(ROOT)}
+    # The copies carry this machine's kernel's own report of itself (language_info: the Python
+    # version among it). JupyterLab writes that report into a notebook as it opens, so a chapter
+    # executed under another patch release of Python opens "modified" on every reader's machine
+    # whatever the book does; what the check is for is a change the book causes (stale widget
+    # state, an old kernelspec). The second control shows that the report is what JupyterLab writes.
+    here = _kernel_language_info(env)
+    for name in LAB_CHAPTERS:
+        nb = json.loads((ROOT / "notebooks" / name).read_text(encoding="utf-8"))
+        nb["metadata"]["language_info"] = here
+        (root / name).write_text(json.dumps(nb), encoding="utf-8")
+    old = json.loads((root / LAB_CHAPTERS[0]).read_text(encoding="utf-8"))
+    old["metadata"]["kernelspec"]["display_name"] = "Python 3"  # as the chapters were stored
+    (root / "old_kernelspec.ipynb").write_text(json.dumps(old), encoding="utf-8")
+    other = json.loads((root / LAB_CHAPTERS[0]).read_text(encoding="utf-8"))
+    other["metadata"]["language_info"]["version"] = "3.0.0"  # executed by another Python
+    (root / "other_python.ipynb").write_text(json.dumps(other), encoding="utf-8")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -826,6 +837,18 @@ def jupyterlab(tmp_path_factory):
             proc.wait(15)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def _kernel_language_info(env: dict) -> dict:
+    """What this machine's python3 kernel says of itself (its kernel_info reply's language_info)."""
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="python3", env=env, startup_timeout=90)
+    try:
+        return kc.kernel_info(reply=True, timeout=60)["content"]["language_info"]
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
 
 
 def _port_open(port: int) -> bool:
@@ -858,9 +881,13 @@ def _open_in_lab(drv, lab: str, name: str) -> dict:
 
 
 def test_jupyterlab_opens_chapters_unmodified(laptop, jupyterlab):
-    """A chapter opens clean; the old kernelspec ("Python 3") opened modified (the control)."""
+    """A chapter opens clean; the old kernelspec ("Python 3") opened modified (the control). The
+    chapters carry this machine's language_info (see the fixture); another Python's opens
+    modified (the second control: JupyterLab writes the running kernel's report)."""
     assert _open_in_lab(laptop, jupyterlab, "old_kernelspec.ipynb")["dirty"] is True, \
         "the control case no longer opens modified: the check cannot see the difference"
+    assert _open_in_lab(laptop, jupyterlab, "other_python.ipynb")["dirty"] is True, \
+        "a notebook of another Python's version opened clean: the fixture's premise is gone"
     for name in LAB_CHAPTERS:
         state = _open_in_lab(laptop, jupyterlab, name)
         assert state["dirty"] is False, f"{name} opens in JupyterLab already modified: {state}"
