@@ -11,7 +11,9 @@ from .config import TransformerConfig
 from .generation import sample_next, top_p_filter
 from .layers import DecoderLayer, Embeddings, EncoderLayer, FeedForward
 from .norms import RMSNorm
-from .models import GPT, Encoder, EncoderDecoder, ModelOutput
+from .models import GPT
+from .encoder_decoder import Encoder, EncoderDecoder
+from .outputs import ModelOutput
 from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding, sinusoidal_table
 from .interop import mha_from_torch, mha_to_torch
 from .masks import from_additive, from_hf_attention_mask, from_key_padding, from_nn_mha, to_additive, to_hf_attention_mask, to_key_padding, to_nn_mha

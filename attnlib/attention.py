@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ._checks import as_int, as_real, eager
+from ._checks import as_int, as_real, check_flag, eager
 
 BACKENDS = ("math", "sdpa", "auto")
 
@@ -35,32 +35,49 @@ def attend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Optional[Tensor
 
     Returns (out (..., Tq, Dv), weights (..., Tq, Tk) or None)."""
     dead = None
-    if attn_mask is not None:
-        if attn_mask.is_floating_point():
-            attn_mask = attn_mask.to(query.dtype)
-            dead = torch.isneginf(attn_mask).all(dim=-1, keepdim=True)  # (..., Tq, 1)
-            attn_mask = attn_mask.masked_fill(dead, 0.0)
-        else:
-            dead = ~attn_mask.any(dim=-1, keepdim=True)  # (..., Tq, 1): rows with no key to see
-            attn_mask = attn_mask | dead
-        # The dead rows were un-masked so that softmax stays finite (no NaN, forward or
-        # backward); their outputs are set to zero below.
-    if backend == "math" or need_weights:
-        if enable_gqa and key.shape[-3] != query.shape[-3]:
-            # query head h reads key/value head h // group: each K/V head repeated `group` times
-            group = query.shape[-3] // key.shape[-3]
-            key = key.repeat_interleave(group, dim=-3)  # (..., G, Tk, D) -> (..., Hq, Tk, D)
-            value = value.repeat_interleave(group, dim=-3)
-        out, weights = _math_attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
-    else:
-        out = F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
-                                             is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
-        weights = None
+    if attn_mask is not None:  # rows with no key to see: un-masked (softmax stays finite), zeroed
+        attn_mask, dead = _open_dead_rows(attn_mask)
+    if backend != "math" and not need_weights:  # torch's fused kernel: no weights to return
+        if attn_mask is not None and attn_mask.is_floating_point() and attn_mask.dtype != query.dtype:
+            attn_mask = _biases_in(attn_mask, query.dtype)
+        out = F.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal,
+                                             scale=scale, enable_gqa=enable_gqa)
+        return (out if dead is None else out.masked_fill(dead, 0.0)), None
+    if enable_gqa and key.shape[-3] != query.shape[-3]:
+        # query head h reads key/value head h // group: each K/V head repeated `group` times
+        group = query.shape[-3] // key.shape[-3]
+        key = key.repeat_interleave(group, dim=-3)  # (..., G, Tk, D) -> (..., Hq, Tk, D)
+        value = value.repeat_interleave(group, dim=-3)
+    out, weights = _math_attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
     if dead is not None:
-        out = out.masked_fill(dead, 0.0)
-        if weights is not None:
-            weights = weights.masked_fill(dead, 0.0)
+        out, weights = out.masked_fill(dead, 0.0), weights.masked_fill(dead, 0.0)
     return out, (weights if need_weights else None)
+
+
+def dropping(module: torch.nn.Module) -> bool:
+    """Does dropout act in ``module``? In training mode, but not under torch.inference_mode(),
+    where ``generate`` decodes whatever the model's mode (torch.compile cannot read that mode)."""
+    return module.training and (torch.compiler.is_compiling() or not torch.is_inference_mode_enabled())
+
+
+def _open_dead_rows(mask: Tensor) -> tuple[Tensor, Tensor]:
+    """(mask with every fully masked row opened, dead (..., Tq, 1)): a row that may see no key
+    would make softmax 0/0 = NaN (forward and backward); attend zeroes its output instead."""
+    if mask.dtype == torch.bool:
+        dead = ~mask.any(dim=-1, keepdim=True)
+        return mask | dead, dead
+    dead = torch.isneginf(mask).all(dim=-1, keepdim=True)
+    return mask.masked_fill(dead, 0.0), dead
+
+
+def _biases_in(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """A float mask in ``dtype`` (torch's fused kernels take the query's). Softmax ignores a
+    constant added to a row, so each row's largest bias is moved to 0 first: a row of -1e5
+    (finite) would otherwise round to -inf in fp16 and read as fully masked."""
+    if torch.finfo(dtype).max >= torch.finfo(mask.dtype).max:
+        return mask.to(dtype)  # as wide or wider: every bias fits as it is
+    top = mask.amax(dim=-1, keepdim=True)  # (..., Tq, 1), finite: dead rows are open
+    return (mask - top).to(dtype)
 
 
 def _math_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Optional[Tensor],
@@ -80,7 +97,7 @@ def _math_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Option
         if attn_mask.dtype == torch.bool:
             scores = scores.masked_fill(~attn_mask, float("-inf"))
         else:
-            scores = scores + attn_mask
+            scores = scores + attn_mask  # float32 scores (or wider): biases added without rounding
     weights = torch.softmax(scores, dim=-1).to(query.dtype)  # (..., Tq, Tk), rows sum to 1
     used = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
     return used @ value, weights  # (..., Tq, Tk) @ (..., Tk, Dv) -> (..., Tq, Dv)
@@ -145,12 +162,6 @@ def scaled_dot_product_attention(
 
 
 # --- Argument checks (shared with MultiHeadAttention and tiled_attention) -------------------
-def check_flag(name: str, flag: Any) -> None:
-    """A switch is True or False (a string such as "no" would read as True)."""
-    if not isinstance(flag, bool) and not (type(flag).__module__ == "numpy" and type(flag).__name__ == "bool"):
-        raise TypeError(f"{name} must be True or False, got {flag!r}")
-
-
 def check_backend(backend: Any, need_weights: bool) -> None:
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(map(repr, BACKENDS))}")

@@ -18,118 +18,119 @@ class KVCache:
     Cross-attention keys/values (an encoder-decoder's view of the source) are stored separately
     with :meth:`set_cross`; they are computed once and never grow.
 
-    Storage: layer i keeps one buffer for its keys and one for its values, (B, G, capacity, D)
-    each, of which the first ``T`` rows are held; ``keys[i]`` / ``values[i]`` are views of those
-    rows. A decode step writes its one new row in place instead of copying everything held, and
-    a full buffer is replaced by one twice as long. G = n_kv_heads key/value heads.
+    Storage: layer i holds its keys and its values, (B, G, T, D) each (G = n_kv_heads key/value
+    heads); a step concatenates its new rows along time, as nanoGPT-style caches do. Nothing
+    held is ever written to, so autograd (which may have saved it) and torch.inference_mode()
+    (whose tensors cannot be written outside it) never get in the way.
 
-    A cache belongs to the model that filled it: the model records its name and sizes with
-    :meth:`bind`, and a model of another kind, depth, head count or width (or an encoder-decoder
-    step against another source) is a ValueError. :meth:`snapshot` / :meth:`restore` let a model
-    put the cache back as it was when a step fails.
+    A cache serves the one model that filled it (:meth:`check_model`, at the model's door); an
+    empty cache serves any. A model runs each step inside :class:`all_or_nothing`, so a step that
+    fails leaves the cache as it was.
 
     Attributes:
-        keys, values: per layer, the held (B, G, T, D) (read-only views; use update to add).
+        keys, values: per layer, the held (B, G, T, D) (read-only; use update to add).
         seq_len: tokens held (in layer 0).
-        nbytes: bytes of the self-attention keys and values held for those tokens (used, not
-            reserved) = 2 x n_layers x B x seq_len x n_kv_heads x head_dim x element size.
+        nbytes: bytes of the self-attention keys and values held for those tokens
+            = 2 x n_layers x B x seq_len x n_kv_heads x head_dim x element size.
     """
 
     def __init__(self) -> None:
-        self._k: list[Tensor] = []    # per layer, (B, G, capacity, D) buffers
+        self._k: list[Tensor] = []    # per layer, (B, G, T, D)
         self._v: list[Tensor] = []
-        self._len: list[int] = []     # per layer, rows held
         self.cross: dict[int, tuple[Tensor, Tensor]] = {}   # layer -> the source's (k, v)
-        self.owner: Optional[dict[str, Any]] = None          # the model that filled it (bind)
-        self.source: Optional[Tensor] = None                 # its encoder output, if any
+        self.source: Optional[Tensor] = None   # the context those were computed from
+        self.owner: Optional[dict[str, Any]] = None   # the model that filled it (check_model)
 
     @property
     def keys(self) -> list[Tensor]:
-        return [k[:, :, :n] for k, n in zip(self._k, self._len)]  # (B, G, T, D) per layer
+        return list(self._k)  # (B, G, T, D) per layer
 
     @property
     def values(self) -> list[Tensor]:
-        return [v[:, :, :n] for v, n in zip(self._v, self._len)]
+        return list(self._v)
 
     def update(self, layer_idx: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Append k, v (B, G, T_new, D) to layer ``layer_idx``; return all held (B, G, T_total, D)."""
-        i = self._check_update(layer_idx, k, v) if checking() else layer_idx  # a model checked them
-        if i == len(self._k):  # a new layer: an empty buffer
-            self._k.append(k[:, :, :0])
-            self._v.append(v[:, :, :0])
-            self._len.append(0)
-        start = self._len[i]
-        end = start + k.shape[2]
-        kb, vb = self._k[i], self._v[i]
-        if torch.is_grad_enabled() and (k.requires_grad or v.requires_grad):
-            # under autograd, concatenate: writing into a buffer would overwrite tensors that
-            # the backward pass still needs
-            kb, vb = torch.cat([kb[:, :, :start], k], dim=2), torch.cat([vb[:, :, :start], v], dim=2)
-        else:
-            if kb.shape[2] < end or kb.dtype != k.dtype or kb.device != k.device:
-                capacity = max(end, 2 * kb.shape[2], 16)  # doubling: O(1) copies per token, on average
-                kb, vb = self._grow(kb, k, start, capacity), self._grow(vb, v, start, capacity)
-            kb[:, :, start:end] = k  # in place: nothing already held is copied
-            vb[:, :, start:end] = v
-        self._k[i], self._v[i], self._len[i] = kb, vb, end
-        return kb[:, :, :end], vb[:, :, :end]
+        if checking():
+            self._check_update(layer_idx, k, v)
+        if layer_idx == len(self._k):  # the layer's first tokens
+            self._k.append(k), self._v.append(v)
+            return k, v
+        held_k, held_v = self._k[layer_idx], self._v[layer_idx]
+        if held_k.dtype != k.dtype or held_k.device != k.device:  # the model was moved or cast
+            held_k, held_v = held_k.to(k), held_v.to(v)
+        self._k[layer_idx] = torch.cat([held_k, k], dim=2)  # (B, G, T_total, D)
+        self._v[layer_idx] = torch.cat([held_v, v], dim=2)
+        return self._k[layer_idx], self._v[layer_idx]
 
-    @staticmethod
-    def _grow(buf: Tensor, new: Tensor, held: int, capacity: int) -> Tensor:
-        """A buffer of ``capacity`` rows holding the first ``held`` rows of ``buf``."""
-        out = new.new_empty(new.shape[0], new.shape[1], capacity, new.shape[3])
-        out[:, :, :held] = buf[:, :, :held]
-        return out
+    def crop(self, n: int) -> None:
+        """Keep the first ``n`` tokens of every layer (0 <= n <= seq_len): the later ones are
+        forgotten, as if they had never been fed (speculative decoding drops rejected tokens)."""
+        m = as_int(n)
+        if m is None or not 0 <= m <= self.seq_len:
+            raise ValueError(f"crop needs an int n with 0 <= n <= seq_len={self.seq_len}, got {n!r}")
+        self._k = [k[:, :, :m] for k in self._k]
+        self._v = [v[:, :, :m] for v in self._v]
 
-    def _check_update(self, layer_idx: Any, k: Any, v: Any) -> int:
-        i, n = as_int(layer_idx), len(self._len)
-        if i is None or i < 0:
-            raise ValueError(f"layer_idx must be an int >= 0, got {layer_idx!r}")
-        if i > n:
-            raise ValueError(f"layers must be filled in order: got layer {i}, cache has {n}")
-        if not (isinstance(k, Tensor) and isinstance(v, Tensor)):
-            raise TypeError(f"k and v must be torch.Tensors, got {type(k).__name__} and {type(v).__name__}")
-        if k.dim() != 4 or v.dim() != 4 or k.shape[:3] != v.shape[:3]:
-            raise ValueError(f"k and v must be (B, G, T_new, D) with the same batch, heads and length, got k "
-                             f"{tuple(k.shape)} and v {tuple(v.shape)}")
-        if not (k.is_floating_point() and v.dtype == k.dtype):
-            raise TypeError(f"k and v must be floating tensors of one dtype, got {k.dtype} and {v.dtype}")
-        if i < n:
-            hk = (*self._k[i].shape[:2], self._len[i], self._k[i].shape[3])  # held (B, G, T, D)
-            hv = (*self._v[i].shape[:2], self._len[i], self._v[i].shape[3])
-            if hk[:2] != k.shape[:2] or hk[3] != k.shape[3] or hv[3] != v.shape[3]:
-                raise ValueError(f"cache layer {i} holds keys of shape {tuple(hk)} but got new keys "
-                                 f"{tuple(k.shape)} (values: {tuple(hv)} held, {tuple(v.shape)} new); batch, "
-                                 f"heads and head width must match (call reset() for a new batch)")
-        return i
-
-    def check_batch(self, batch: int) -> None:
-        """A model's step must continue the batch the cache holds (its first check, once per step)."""
-        if self._k and self._k[0].shape[0] != batch:
-            raise ValueError(f"this KVCache holds keys/values of a batch of {self._k[0].shape[0]} sequences, "
-                             f"but the step has a batch of {batch}; batch, heads and head width must match "
-                             f"(call reset() for a new batch)")
-
-    def layer_len(self, layer_idx: int) -> int:
-        """Tokens held in layer ``layer_idx`` (0 before its first update)."""
-        return self._len[layer_idx] if layer_idx < len(self._len) else 0
-
+    # --- Cross-attention: the source's keys and values, computed once -------------------------
     def has_cross(self, layer_idx: int) -> bool:
         return layer_idx in self.cross
 
     def get_cross(self, layer_idx: int) -> tuple[Tensor, Tensor]:
         return self.cross[layer_idx]
 
-    def set_cross(self, layer_idx: int, k: Tensor, v: Tensor) -> None:
+    def set_cross(self, layer_idx: int, k: Tensor, v: Tensor, source: Optional[Tensor] = None) -> None:
+        """Keep layer ``layer_idx``'s keys/values of ``source`` (the context they came from)."""
         self.cross[layer_idx] = (k, v)
+        if source is not None:
+            self.source = source
+
+    def check_source(self, source: Tensor) -> None:
+        """Cross-attention keys/values held are those of ``source``: refuse another one (another
+        shape, or in eager mode other values), which would silently reuse the first."""
+        if self.source is None or source is self.source:
+            return
+        if source.shape != self.source.shape or (eager(source) and not torch.equal(source, self.source)):
+            raise ValueError(f"this KVCache holds cross-attention keys/values of another source "
+                             f"(context {tuple(self.source.shape)}, now {tuple(source.shape)}, or "
+                             f"equal shapes with other values); call cache.reset() before decoding "
+                             f"a new source")
+
+    # --- Which model it serves -----------------------------------------------------------------
+    def check_model(self, model: Any, batch: int) -> None:
+        """A model's step continues what the cache holds: the same model (the first to fill it is
+        recorded; an empty cache serves any) and the same batch size."""
+        if not self.seq_len and not self.cross:
+            self.owner = owner_of(model)
+            return
+        if self.owner is not None and self.owner["instance"]() is not model:
+            owner = owner_of(model)
+            differ = [k for k in owner if k != "instance" and owner[k] != self.owner.get(k)]
+            if differ:
+                held = ", ".join(f"{k}={self.owner.get(k)!r}" for k in differ)
+                new = ", ".join(f"{k}={owner[k]!r}" for k in differ)
+                what = f"a model with {held}, but it is used with a model with {new}"
+            else:
+                what = f"another {owner['model']} (of the same sizes)"
+            raise ValueError(f"this KVCache holds keys/values of {what}; a cache serves the one "
+                             f"model that filled it: call cache.reset() or make a new KVCache")
+        if self._k and self._k[0].shape[0] != batch:
+            raise ValueError(f"this KVCache holds keys/values of a batch of {self._k[0].shape[0]} "
+                             f"sequences, but the step has a batch of {batch}; batch, heads and head "
+                             f"width must match (call reset() for a new batch)")
+
+    # --- Sizes -----------------------------------------------------------------------------------
+    def layer_len(self, layer_idx: int) -> int:
+        """Tokens held in layer ``layer_idx`` (0 before its first update)."""
+        return self._k[layer_idx].shape[2] if layer_idx < len(self._k) else 0
 
     @property
     def n_layers(self) -> int:
-        return len(self._len)
+        return len(self._k)
 
     @property
     def seq_len(self) -> int:
-        return self._len[0] if self._len else 0
+        return self._k[0].shape[2] if self._k else 0
 
     @property
     def nbytes(self) -> int:
@@ -139,61 +140,61 @@ class KVCache:
         """Forget everything (a new prompt, a new batch or another model)."""
         self.__init__()
 
-    # --- Which model filled it, and undoing a failed step -----------------------------------
-    def bind(self, model: Any, source: Optional[Tensor] = None) -> None:
-        """Tie the cache to one model (what :func:`owner_of` records: the model itself and its
-        sizes) and, for an encoder-decoder, to one source (the encoder output (B, S, C)). The
-        first call records them; a later call with others is a ValueError that says what differs."""
-        if self.owner is None:
-            self.owner = owner_of(model)
-        elif self.owner["instance"]() is not model:  # another model (or the first one is gone)
-            owner = owner_of(model)
-            differ = [k for k in owner if k != "instance" and owner[k] != self.owner.get(k)]
-            if differ:
-                held = ", ".join(f"{k}={self.owner.get(k)!r}" for k in differ)
-                new = ", ".join(f"{k}={owner[k]!r}" for k in differ)
-                what = f"a model with {held}, but it is used with a model with {new}"
-            else:
-                what = f"another {owner['model']} (of the same sizes)"
-            raise ValueError(f"this KVCache holds keys/values of {what}; a cache serves the one model that "
-                             f"filled it: call cache.reset() or make a new KVCache for this model")
-        if source is None:
-            return
-        if self.source is None:
-            self.source = source
-        elif source is not self.source and (source.shape != self.source.shape
-                                            or (eager(source) and not torch.equal(source, self.source))):
-            raise ValueError(f"this KVCache holds cross-attention keys/values of another source (memory "
-                             f"{tuple(self.source.shape)}, now {tuple(source.shape)}, or equal shapes with "
-                             f"other values); call cache.reset() before decoding a new source")
-
-    def snapshot(self) -> tuple:
-        """What a step may change. Lengths, not contents: a step only appends rows."""
-        return list(self._len), dict(self.cross), self.owner, self.source
-
-    def restore(self, snap: tuple) -> None:
-        """Back to a :meth:`snapshot`: every layer cut to its old length, the rest as it was."""
-        lengths, self.cross, self.owner, self.source = snap
-        n = len(lengths)
-        self._k, self._v, self._len = self._k[:n], self._v[:n], list(lengths)
-
     def __len__(self) -> int:
         return self.seq_len
 
     def __repr__(self) -> str:
         return f"KVCache(n_layers={self.n_layers}, seq_len={self.seq_len}, nbytes={self.nbytes})"
 
+    def _state(self) -> tuple:
+        """What a step may change. A step only appends: the lengths say what was there."""
+        return list(self._k), list(self._v), dict(self.cross), self.source, self.owner
 
-def check_cache(cache: Any) -> None:
-    """A ``cache`` argument is an attnlib.KVCache or None."""
-    if cache is not None and not isinstance(cache, KVCache):
-        raise TypeError(f"cache must be an attnlib.KVCache or None, got {type(cache).__name__}; "
-                        f"make one with attnlib.KVCache()")
+    def _set_state(self, state: tuple) -> None:
+        self._k, self._v, self.cross, self.source, self.owner = state
+
+    def _check_update(self, layer_idx: Any, k: Any, v: Any) -> None:
+        i, n = as_int(layer_idx), len(self._k)
+        if i is None or i < 0:
+            raise ValueError(f"layer_idx must be an int >= 0, got {layer_idx!r}")
+        if i > n:
+            raise ValueError(f"layers must be filled in order: got layer {i}, cache has {n}")
+        if not (isinstance(k, Tensor) and isinstance(v, Tensor)):
+            raise TypeError(f"k and v must be torch.Tensors, got {type(k).__name__} and "
+                            f"{type(v).__name__}")
+        if k.dim() != 4 or v.dim() != 4 or k.shape[:3] != v.shape[:3]:
+            raise ValueError(f"k and v must be (B, G, T_new, D) with the same batch, heads and "
+                             f"length, got k {tuple(k.shape)} and v {tuple(v.shape)}")
+        if not (k.is_floating_point() and v.dtype == k.dtype):
+            raise TypeError(f"k and v must be floating tensors of one dtype, got {k.dtype} and "
+                            f"{v.dtype}")
+        if i < n:
+            hk, hv = tuple(self._k[i].shape), tuple(self._v[i].shape)  # held (B, G, T, D)
+            if hk[:2] != k.shape[:2] or hk[3] != k.shape[3] or hv[3] != v.shape[3]:
+                raise ValueError(f"cache layer {i} holds keys of shape {tuple(hk)} but got new keys "
+                                 f"{tuple(k.shape)} (values: {tuple(hv)} held, {tuple(v.shape)} "
+                                 f"new); batch, heads and head width must match (call reset() for "
+                                 f"a new batch)")
+
+
+class all_or_nothing:
+    """``with all_or_nothing(cache):`` one model step. If it raises, the cache is put back as it
+    was, so no layer holds half a step. ``cache`` may be None (nothing to keep)."""
+
+    def __init__(self, cache: Optional[KVCache]) -> None:
+        self.cache = cache
+
+    def __enter__(self) -> None:
+        self.saved = None if self.cache is None else self.cache._state()
+
+    def __exit__(self, kind: Any, *rest: Any) -> None:
+        if kind is not None and self.cache is not None:
+            self.cache._set_state(self.saved)
 
 
 def owner_of(model: Any) -> dict[str, Any]:
-    """What a KVCache records of the model that fills it (see KVCache.bind): the model itself
-    (a weak reference, equal only to a reference to the same live model) and its sizes."""
+    """What a KVCache records of the model that fills it: the model itself (a weak reference)
+    and its sizes (to say what differs when another model comes)."""
     cfg = model.cfg
     return {"model": type(model).__name__, "n_layers": cfg.n_layers, "n_heads": cfg.n_heads,
             "n_kv_heads": cfg.n_kv_heads, "d_model": cfg.d_model, "positional": cfg.positional,

@@ -46,6 +46,11 @@ class TransformerConfig:
     rope_base: float = 10000.0  # RoPE base theta (positional="rope"); Llama 3 uses 500000
 
     def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Check every field, and fill the defaults that follow from others (d_ff, n_kv_heads).
+        A model calls it again when it is built, so a field edited after construction is checked."""
         # sizes: Python, numpy or 0-d tensor ints, stored as Python ints
         for name in ("vocab_size", "d_model", "n_heads", "n_layers", "max_len"):
             value = getattr(self, name)

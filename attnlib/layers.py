@@ -26,6 +26,7 @@ the 2017 ``norm(x + f(x))``.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Optional
 
 import torch
@@ -34,8 +35,9 @@ from torch import Tensor, nn
 
 from ._checks import as_dropout, as_int, checking
 from .config import ACTIVATIONS, TransformerConfig
+from .attention import dropping
 from .mha import MultiHeadAttention
-from .norms import make_norm
+from .norms import RMSNorm, make_norm
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 
 
@@ -63,7 +65,7 @@ class FeedForward(nn.Module):
                 raise ValueError(f"{name} must be a positive int, got {name}={n!r}")
         d_model, d_ff = as_int(d_model), as_int(d_ff)
         dropout = as_dropout(dropout)
-        self.activation = activation
+        self.activation, self.act = activation, ACTIVATION_FNS[activation]
         self.fc1 = nn.Linear(d_model, d_ff, bias=bias)
         self.gate = nn.Linear(d_model, d_ff, bias=bias) if activation == "swiglu" else None
         self.fc2 = nn.Linear(d_ff, d_model, bias=bias)
@@ -72,7 +74,8 @@ class FeedForward(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         if checking():
             self.check_input(x)
-        h = activate(self.activation, self.fc1(x), self.gate(x) if self.gate is not None else None)  # (..., d_ff)
+        # (..., d_ff); SwiGLU gates the hidden layer: silu(gate(x)) * fc1(x)
+        h = self.act(self.fc1(x)) if self.gate is None else self.act(self.gate(x)) * self.fc1(x)
         return dropped(self.drop, self.fc2(h))  # (..., C)
 
     def check_input(self, x: Any) -> None:
@@ -84,21 +87,14 @@ class FeedForward(nn.Module):
 
 
 def dropped(drop: nn.Dropout, x: Tensor) -> Tensor:
-    """``drop(x)`` while training. In eval mode dropout is the identity, so x itself, without
-    the call: decoding passes here several times per layer for every token."""
-    return drop(x) if drop.training else x
+    """``drop(x)`` while training; x itself in eval mode and under ``torch.inference_mode()``
+    (where ``generate`` decodes), without the call: decoding passes here for every token."""
+    return drop(x) if drop.training and dropping(drop) else x
 
 
-def activate(activation: str, h: Tensor, gate: Optional[Tensor] = None) -> Tensor:
-    """The FFN's nonlinearity on its hidden layer h = fc1(x) (..., d_ff); ``gate`` = gate(x) for
-    "swiglu" (silu(gate) * h), ignored otherwise."""
-    if activation == "relu":
-        return F.relu(h)
-    if activation == "gelu":
-        return F.gelu(h)
-    if activation == "gelu_tanh":
-        return F.gelu(h, approximate="tanh")
-    return F.silu(gate) * h  # swiglu
+# The FFN's nonlinearity on its hidden layer (SwiGLU multiplies in a gate: see FeedForward)
+ACTIVATION_FNS = {"relu": F.relu, "gelu": F.gelu,
+                  "gelu_tanh": functools.partial(F.gelu, approximate="tanh"), "swiglu": F.silu}
 
 
 class EncoderLayer(nn.Module):
@@ -133,27 +129,21 @@ class EncoderLayer(nn.Module):
                    n_kv_heads=cfg.n_kv_heads, norm=cfg.norm)
 
     def forward(self, x: Tensor, *, attn_mask: Optional[Tensor] = None, need_weights: bool = False,
-                rope: Optional[tuple[Tensor, Tensor]] = None,
-                backend: str = "auto") -> tuple[Tensor, Optional[Tensor]]:
-        """Args: attn_mask (bool True = may attend, or float added), e.g. a padding mask (B, 1, 1, T);
-        rope: (cos, sin) (T, D) at the tokens' positions (RotaryEmbedding.cos_sin), if any.
+                rope: Optional[tuple[Tensor, Tensor]] = None) -> tuple[Tensor, Optional[Tensor]]:
+        """Args: attn_mask (bool True = may attend, or float added), e.g. a padding mask
+        (B, 1, 1, T); rope: (cos, sin) (T, D) at the tokens' positions, if any.
 
         Returns (x (B, T, C), weights (B, H, T, T) or None)."""
         if checking():
             self.self_attn.check_input("x", x)  # before the first LayerNorm sees it
-
-        def attend(h: Tensor) -> tuple[Tensor, Optional[Tensor]]:
-            out, w = self.self_attn(h, attn_mask=attn_mask, need_weights=need_weights, rope=rope,
-                                    backend=backend)
-            return dropped(self.drop, out), w
-
         if self.norm_first:
-            a, weights = attend(self.norm1(x))
-            x = x + a
+            a, weights = self.self_attn(self.norm1(x), attn_mask=attn_mask,
+                                        need_weights=need_weights, rope=rope)
+            x = x + dropped(self.drop, a)
             x = x + self.ffn(self.norm2(x))
         else:
-            a, weights = attend(x)
-            x = self.norm1(x + a)
+            a, weights = self.self_attn(x, attn_mask=attn_mask, need_weights=need_weights, rope=rope)
+            x = self.norm1(x + dropped(self.drop, a))
             x = self.norm2(x + self.ffn(x))
         return x, weights
 
@@ -195,50 +185,42 @@ class DecoderLayer(nn.Module):
                    activation=cfg.activation, norm_first=cfg.norm_first, dropout=cfg.dropout,
                    bias=cfg.bias, layer_norm_eps=cfg.layer_norm_eps, n_kv_heads=cfg.n_kv_heads, norm=cfg.norm)
 
-    def forward(self, x: Tensor, memory: Optional[Tensor] = None, *, attn_mask: Optional[Tensor] = None,
-                memory_mask: Optional[Tensor] = None, cache: Any = None, layer_idx: int = 0,
-                need_weights: bool = False, rope: Optional[tuple[Tensor, Tensor]] = None,
-                backend: str = "auto") -> tuple[Tensor, Optional[Tensor], Optional[Tensor]]:
+    def forward(self, x: Tensor, memory: Optional[Tensor] = None, *,
+                attn_mask: Optional[Tensor] = None, memory_mask: Optional[Tensor] = None,
+                cache: Any = None, layer_idx: int = 0, need_weights: bool = False,
+                rope: Optional[tuple[Tensor, Tensor]] = None
+                ) -> tuple[Tensor, Optional[Tensor], Optional[Tensor]]:
         """Args:
             memory: the encoder output (needed iff the layer has cross-attention).
             attn_mask: extra self-attention mask, combined with the causal one.
             memory_mask: cross-attention mask over the source, e.g. padding (B, 1, 1, S).
             cache, layer_idx: a KVCache and this layer's slot in it (incremental decoding).
-            rope: (cos, sin) (T, D) at the new tokens' positions (RotaryEmbedding.cos_sin), if any.
+            rope: (cos, sin) (T, D) at the new tokens' positions, if any.
 
         Returns (x, self weights or None, cross weights or None)."""
         if checking():
-            self.self_attn.check_input("x", x)  # before the first LayerNorm sees it
-            if (memory is None) != (self.cross_attn is None):
-                raise ValueError("memory must be given exactly when the layer has cross-attention (cross_attention="
-                                 f"{self.cross_attn is not None}, memory given={memory is not None})")
-
-        def self_block(h: Tensor) -> tuple[Tensor, Optional[Tensor]]:
-            out, w = self.self_attn(h, attn_mask=attn_mask, is_causal=True, need_weights=need_weights,
-                                    cache=cache, layer_idx=layer_idx, rope=rope, backend=backend)
-            return dropped(self.drop, out), w
-
-        def cross_block(h: Tensor) -> tuple[Tensor, Optional[Tensor]]:
-            out, w = self.cross_attn(h, memory, attn_mask=memory_mask, need_weights=need_weights,
-                                     cache=cache, layer_idx=layer_idx, backend=backend)
-            return dropped(self.drop, out), w
-
+            self.check_call(x, memory)
+        # pre-norm (norm_first): x + f(norm(x)); the 2017 post-norm: norm(x + f(x))
+        pre = self.norm_first
+        a, self_w = self.self_attn(self.norm1(x) if pre else x, attn_mask=attn_mask, rope=rope,
+                                   is_causal=True, cache=cache, layer_idx=layer_idx,
+                                   need_weights=need_weights)
+        x = x + dropped(self.drop, a) if pre else self.norm1(x + dropped(self.drop, a))
         cross_w = None
-        if self.norm_first:
-            a, self_w = self_block(self.norm1(x))
-            x = x + a
-            if self.cross_attn is not None:
-                a, cross_w = cross_block(self.norm2(x))
-                x = x + a
-            x = x + self.ffn(self.norm3(x))
-        else:
-            a, self_w = self_block(x)
-            x = self.norm1(x + a)
-            if self.cross_attn is not None:
-                a, cross_w = cross_block(x)
-                x = self.norm2(x + a)
-            x = self.norm3(x + self.ffn(x))
+        if self.cross_attn is not None:  # queries from x, keys and values from the source
+            a, cross_w = self.cross_attn(self.norm2(x) if pre else x, memory, attn_mask=memory_mask,
+                                         need_weights=need_weights, cache=cache,
+                                         layer_idx=layer_idx)
+            x = x + dropped(self.drop, a) if pre else self.norm2(x + dropped(self.drop, a))
+        x = x + self.ffn(self.norm3(x)) if pre else self.norm3(x + self.ffn(x))
         return x, self_w, cross_w
+
+    def check_call(self, x: Any, memory: Any) -> None:
+        self.self_attn.check_input("x", x)  # before the first LayerNorm sees it
+        if (memory is None) != (self.cross_attn is None):
+            raise ValueError(f"memory must be given exactly when the layer has cross-attention "
+                             f"(cross_attention={self.cross_attn is not None}, memory given="
+                             f"{memory is not None})")
 
 
 class Embeddings(nn.Module):
@@ -269,9 +251,11 @@ class Embeddings(nn.Module):
     def forward(self, input_ids: Tensor, positions: Tensor, token_type_ids: Optional[Tensor] = None) -> Tensor:
         if checking():
             self.check_input(input_ids, positions, token_type_ids)
+        if input_ids.dtype not in (torch.long, torch.int32):  # nn.Embedding reads only these
+            input_ids = input_ids.long()
         x = self.tok_emb(input_ids)  # (B, T, C)
         if self.pos_emb is not None:
-            x = x + self.pos_emb(positions).to(x.dtype)  # (T, C) broadcasts over the batch
+            x = x + self.pos_emb(positions)  # (T, C) broadcasts over the batch
         if self.type_emb is not None:
             types = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
             x = x + self.type_emb(types)
@@ -287,3 +271,18 @@ class Embeddings(nn.Module):
         if token_type_ids is not None and token_type_ids.shape != input_ids.shape:
             raise ValueError(f"token_type_ids must have input_ids' shape {tuple(input_ids.shape)}, got "
                              f"{tuple(token_type_ids.shape)}")
+
+
+def init_weights(module: nn.Module) -> None:
+    """GPT-2 style: Linear and Embedding weights ~ N(0, 0.02), biases 0, norms' gains 1 (and
+    LayerNorm's biases 0). Small random logits at the start mean a near-uniform prediction: the
+    loss starts near ln(vocab_size). Models call ``self.apply(init_weights)``."""
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if getattr(module, "bias", None) is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.LayerNorm):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)
+    elif isinstance(module, RMSNorm):
+        nn.init.ones_(module.weight)

@@ -6,9 +6,10 @@ from typing import Any, Optional
 import torch
 from torch import Tensor, nn
 
-from ._checks import as_dropout, as_int, checking
-from .attention import attend, check_backend, check_flag, check_mask, causal_mask
+from ._checks import as_dropout, as_int, check_flag, checking
+from .attention import attend, causal_mask, check_backend, check_mask, dropping
 from .cache import KVCache
+from .checks import check_cache
 from .positional import apply_rotary
 
 
@@ -66,13 +67,11 @@ class MultiHeadAttention(nn.Module):
         """(B, T, H * D) -> (B, H, T, D). The transpose matters: a bare view would cut across tokens.
 
         Also splits keys/values (B, T, G * D) -> (B, G, T, D): the head count is read off the width."""
-        B, T, width = t.shape
-        return t.view(B, T, width // self.head_dim, self.head_dim).transpose(1, 2)  # (B, H, T, D)
+        return t.view(t.shape[0], t.shape[1], -1, self.head_dim).transpose(1, 2)  # (B, H, T, D)
 
     def merge_heads(self, t: Tensor) -> Tensor:
         """(B, H, T, D) -> (B, T, C): heads side by side (concatenation, not a sum)."""
-        B, H, T, D = t.shape
-        return t.transpose(1, 2).reshape(B, T, H * D)  # (B, T, H, D) -> (B, T, C)
+        return t.transpose(1, 2).flatten(2)  # (B, T, H, D) -> (B, T, H * D)
 
     def check_input(self, name: str, t: Any) -> None:
         """t must be (B, T, d_model) on the weights' device, in their dtype (or under autocast)."""
@@ -87,19 +86,11 @@ class MultiHeadAttention(nn.Module):
             raise TypeError(f"{name} has dtype {t.dtype} but the module's weights are {dtype}; convert one "
                             f"of them, e.g. {name}.to({dtype}) or module.to({t.dtype})")
 
-    def forward(
-        self,
-        x: Tensor,
-        context: Optional[Tensor] = None,
-        *,
-        attn_mask: Optional[Tensor] = None,
-        is_causal: bool = False,
-        need_weights: bool = False,
-        cache: Optional[KVCache] = None,
-        layer_idx: int = 0,
-        rope: Optional[tuple[Tensor, Tensor]] = None,
-        backend: str = "auto",
-    ) -> tuple[Tensor, Optional[Tensor]]:
+    def forward(self, x: Tensor, context: Optional[Tensor] = None, *,
+                attn_mask: Optional[Tensor] = None, is_causal: bool = False,
+                need_weights: bool = False, cache: Optional[KVCache] = None, layer_idx: int = 0,
+                rope: Optional[tuple[Tensor, Tensor]] = None,
+                backend: str = "auto") -> tuple[Tensor, Optional[Tensor]]:
         """Self-attention (context None) or cross-attention over ``context``.
 
         Args:
@@ -112,56 +103,43 @@ class MultiHeadAttention(nn.Module):
             rope: (cos, sin), each (Tq, D), the rotation at x's positions
                 (:meth:`attnlib.RotaryEmbedding.cos_sin`): self-attention rotates queries and
                 keys with it before the scores (and before caching the keys).
+            backend: "auto" | "math" | "sdpa", as in :func:`attnlib.scaled_dot_product_attention`.
         """
         if checking():  # a model that calls this layer has checked its arguments already
             self.check_call(x, context, attn_mask, is_causal, need_weights, cache, layer_idx, backend)
-        B, Tq, _ = x.shape
         q = self.split_heads(self.q_proj(x))  # (B, H, Tq, D)
         if context is None:  # self-attention: keys and values from x itself
-            k = self.split_heads(self.k_proj(x))  # (B, G, Tq, D)
-            v = self.split_heads(self.v_proj(x))
+            k, v = self.split_heads(self.k_proj(x)), self.split_heads(self.v_proj(x))  # (B, G, Tq, D)
             if rope is not None:
                 q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
             if cache is not None:
                 k, v = cache.update(layer_idx, k, v)  # (B, G, T_total, D): everything held
         elif cache is not None and cache.has_cross(layer_idx):
-            k, v = cache.get_cross(layer_idx)  # the source's keys/values, computed at the first step
+            k, v = cache.get_cross(layer_idx)  # the source's keys/values, from the first step
         else:  # cross-attention: keys and values from the other sequence
-            k = self.split_heads(self.k_proj(context))  # (B, G, Tk, D)
-            v = self.split_heads(self.v_proj(context))
+            k, v = self.split_heads(self.k_proj(context)), self.split_heads(self.v_proj(context))
             if cache is not None:
-                cache.set_cross(layer_idx, k, v)
-
-        tk = k.shape[-2]
-        if is_causal and Tq == 1 and attn_mask is None:
-            is_causal = False  # one new token sees every key held: nothing to mask
-        elif is_causal and (attn_mask is not None or Tq != tk):
-            # queries are the last Tq of tk positions (lower-right): one explicit mask
-            causal = causal_mask(Tq, tk, device=x.device)
-            if attn_mask is None:
-                attn_mask = causal
-            elif attn_mask.dtype == torch.bool:
-                attn_mask = attn_mask & causal
-            else:
-                attn_mask = attn_mask.masked_fill(~causal, float("-inf"))
-            is_causal = False
-        out, weights = attend(q, k, v, attn_mask, self.dropout if self.training else 0.0, is_causal,
-                              need_weights=need_weights, backend=backend,
-                              enable_gqa=self.n_kv_heads != self.n_heads)  # (B, H, Tq, D)
+                cache.set_cross(layer_idx, k, v, source=context)
+        if is_causal:
+            attn_mask, is_causal = causal(attn_mask, x.shape[1], k.shape[2], x.device)
+        p = self.dropout if self.training and dropping(self) else 0.0  # weights' dropout
+        out, weights = attend(q, k, v, attn_mask, p, is_causal, need_weights=need_weights,
+                              backend=backend, enable_gqa=self.n_kv_heads != self.n_heads)
         return self.out_proj(self.merge_heads(out)), weights  # (B, Tq, C)
 
-    def check_call(self, x: Any, context: Any, attn_mask: Any, is_causal: Any, need_weights: Any, cache: Any,
-                   layer_idx: Any, backend: Any) -> None:
+    def check_call(self, x: Any, context: Any, attn_mask: Any, is_causal: Any, need_weights: Any,
+                   cache: Any, layer_idx: Any, backend: Any) -> None:
         """Every argument of :meth:`forward`, before anything is projected or cached."""
         self.check_input("x", x)
         B, Tq, _ = x.shape
-        if cache is not None and not isinstance(cache, KVCache):
-            raise TypeError(f"cache must be an attnlib.KVCache or None, got {type(cache).__name__}; "
-                            f"make one with attnlib.KVCache()")
-        if context is not None and not (cache is not None and cache.has_cross(layer_idx)):
+        check_cache(cache)
+        cached = cache is not None and cache.has_cross(layer_idx)
+        if context is not None:
             self.check_input("context", context)
             if context.shape[0] != B:
                 raise ValueError(f"x has batch {B} but context has batch {context.shape[0]}")
+            if cached:  # the held keys/values must be this context's
+                cache.check_source(context)
         for name, flag in (("is_causal", is_causal), ("need_weights", need_weights)):
             check_flag(name, flag)
         check_backend(backend, need_weights)
@@ -169,6 +147,19 @@ class MultiHeadAttention(nn.Module):
             if context is None:  # the queries see what the cache holds and themselves
                 tk = (cache.layer_len(as_int(layer_idx) or 0) if cache is not None else 0) + Tq
             else:
-                tk = cache.get_cross(layer_idx)[0].shape[-2] if cache is not None and cache.has_cross(
-                    layer_idx) else context.shape[1]
+                tk = context.shape[1]
             check_mask(attn_mask, (B, self.n_heads, Tq, tk))
+
+
+def causal(attn_mask: Optional[Tensor], tq: int, tk: int,
+           device: torch.device) -> tuple[Optional[Tensor], bool]:
+    """(mask, is_causal) for Tq queries that are the last of Tk positions (lower-right): torch's
+    own is_causal where it means that (Tq == Tk, no other mask), else one explicit mask."""
+    if attn_mask is None and tq in (1, tk):  # the square, or one new token that sees every key
+        return None, tq == tk
+    allowed = causal_mask(tq, tk, device=device)
+    if attn_mask is None:
+        return allowed, False
+    if attn_mask.dtype == torch.bool:
+        return attn_mask & allowed, False
+    return attn_mask.masked_fill(~allowed, float("-inf")), False

@@ -23,9 +23,8 @@ from ._checks import as_int, as_real, eager, checking
 
 
 def _check_positions(positions: Tensor, length: int | None = None, max_len: int | None = None) -> None:
-    """positions: (T,) integers >= 0 (and < max_len when given); values checked in eager mode."""
-    if not checking():  # a model's forward made these positions itself
-        return
+    """positions: (T,) integers >= 0 (and < max_len when given); values checked in eager mode.
+    Callers ask ``if checking():`` first: a model's forward made its positions itself."""
     if not isinstance(positions, Tensor):
         raise TypeError(f"positions must be a torch.Tensor of integer positions, got {type(positions).__name__}")
     if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
@@ -93,7 +92,8 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.register_buffer("pe", sinusoidal_table(max_len, d_model), persistent=False)
 
     def forward(self, positions: Tensor) -> Tensor:
-        _check_positions(positions, max_len=self.max_len)
+        if checking():
+            _check_positions(positions, max_len=self.max_len)
         return self.pe[positions]  # (T, C)
 
 
@@ -111,7 +111,8 @@ class LearnedPositionalEmbedding(nn.Embedding):
         self.max_len, self.d_model = max_len, d_model
 
     def forward(self, positions: Tensor) -> Tensor:
-        _check_positions(positions, max_len=self.max_len)
+        if checking():
+            _check_positions(positions, max_len=self.max_len)
         return super().forward(positions)  # (T, C)
 
 
@@ -170,7 +171,8 @@ class RotaryEmbedding(nn.Module):
         """cos and sin (T, D) of the angles m * theta_i at ``positions`` (T,), in ``dtype``
         (computed in float32). Column i and column i + D/2 hold the same angle: a pair turns
         together."""
-        _check_positions(positions)
+        if checking():
+            _check_positions(positions)
         angle = positions.float()[:, None] * self.inv_freq(positions.device)[None, :]  # (T, D/2)
         angle = torch.cat((angle, angle), dim=-1)  # (T, D)
         return angle.cos().to(dtype), angle.sin().to(dtype)

@@ -52,12 +52,12 @@ def run(settings: Settings, *, log=print) -> dict:
 
         cache = attnlib.KVCache()
         gpt(ids[:, :T], cache=cache)
-        held, tok = cache.snapshot(), ids[:, T:]
+        tok = ids[:, T:]
 
         def step(model: torch.nn.Module):
             def call() -> torch.Tensor:
                 logits = model(tok, cache=cache, logits_to_keep=1).logits
-                cache.restore(held)
+                cache.crop(T)
                 return logits
             return call
 
@@ -66,7 +66,7 @@ def run(settings: Settings, *, log=print) -> dict:
         synchronize(settings.device)
         compile_step_s = time.perf_counter() - t0
         step_breaks = torch._dynamo.explain(gpt)(tok, cache=cache, logits_to_keep=1).graph_break_count
-        cache.restore(held)
+        cache.crop(T)
         dec = compare({"eager": step(gpt), "compiled": step(compiled)}, settings, baseline="eager")
 
         n_steps = 2 if settings.mode == "smoke" else 3  # a real decode: the cache grows each step

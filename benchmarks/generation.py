@@ -65,16 +65,16 @@ def decode_steps(gpt: torch.nn.Module, prompt: torch.Tensor, new: int, device: s
 
 def step_at(gpt: torch.nn.Module, length: int, vocab_size: int, device: str, seed: int):
     """A function that runs one cached decode step with ``length`` tokens in the cache, then puts
-    the cache back to ``length`` tokens (KVCache.restore), so every call sees the same length."""
+    the cache back to ``length`` tokens (KVCache.crop), so every call sees the same length."""
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, vocab_size, (1, length + 1), generator=g).to(device)
     cache = attnlib.KVCache()
     gpt(ids[:, :length], cache=cache)  # fill the cache
-    tok, held = ids[:, length:], cache.snapshot()
+    tok = ids[:, length:]
 
     def step() -> torch.Tensor:
         out = gpt(tok, cache=cache, logits_to_keep=1).logits
-        cache.restore(held)
+        cache.crop(length)
         return out
 
     return step

@@ -289,25 +289,47 @@ def test_cache_refuses_another_model_of_the_same_sizes():
         assert cache.seq_len == 3
 
 
-def test_decode_steps_write_in_place_and_the_buffer_doubles():
-    """A step writes its row into the buffer (no copy of what is held) until it is full; then a
-    buffer twice as long takes the rows held so far."""
+def test_a_step_never_writes_into_what_the_cache_holds():
+    """A step concatenates: keys read before it (which autograd may have saved, or which were
+    made under inference mode) are never changed, and nbytes counts what is held."""
     cache = KVCache()
     k = torch.randn(1, 2, 10, 4)
-    cache.update(0, k, -k)
-    buf = cache._k[0]
-    assert buf.shape[2] == 16  # the smallest buffer holds 16 rows
-    for t in range(6):
+    held, _ = cache.update(0, k, -k)
+    before = held.clone()
+    for t in range(7):
         row = torch.randn(1, 2, 1, 4)
-        held, _ = cache.update(0, row, row)
-        assert cache._k[0] is buf and held.data_ptr() == buf.data_ptr()  # in place
-        torch.testing.assert_close(held[:, :, -1:], row)
-    assert cache.seq_len == 16
-    cache.update(0, torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 1, 4))  # the 17th row
-    assert cache._k[0].shape[2] == 32 and cache.seq_len == 17
-    torch.testing.assert_close(cache.keys[0][:, :, :10], k)  # kept across the move
+        now, _ = cache.update(0, row, row)
+        torch.testing.assert_close(now[:, :, -1:], row)
+    assert torch.equal(held, before) and cache.seq_len == 17
+    torch.testing.assert_close(cache.keys[0][:, :, :10], k)
     torch.testing.assert_close(cache.values[0][:, :, :10], -k)
-    assert cache.nbytes == 2 * 17 * 2 * 4 * 4  # held rows, not the 32 reserved
+    assert cache.nbytes == 2 * 17 * 2 * 4 * 4
+
+
+def test_a_cache_filled_in_inference_mode_continues_outside_it():
+    torch.manual_seed(0)
+    model = GPT(small_cfg()).eval()
+    ids = torch.tensor([[1, 2, 3, 4]])
+    cache = KVCache()
+    with torch.inference_mode():
+        model(ids[:, :3], cache=cache)
+    with torch.no_grad():
+        step = model(ids[:, 3:], cache=cache).logits
+        full = model(ids).logits
+    torch.testing.assert_close(step[:, -1], full[:, -1], atol=1e-5, rtol=1e-5)
+
+
+def test_backward_through_cached_steps_when_only_the_queries_need_grad():
+    """LoRA on q_proj only: the keys and values need no grad, the queries do."""
+    torch.manual_seed(0)
+    model = GPT(small_cfg())
+    for name, p in model.named_parameters():
+        p.requires_grad_("q_proj" in name)
+    cache = KVCache()
+    a = model(torch.tensor([[1, 2, 3]]), cache=cache).logits
+    b = model(torch.tensor([[4]]), cache=cache).logits
+    (a.sum() + b.sum()).backward()
+    assert all(p.grad is not None for n, p in model.named_parameters() if "q_proj" in n)
 
 
 def test_cache_under_autograd_concatenates_and_gradients_flow():

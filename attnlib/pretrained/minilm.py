@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..models import Encoder
+from ..encoder_decoder import Encoder
 from .._checks import check_text, token_ids
 from ._common import load_exact, read_safetensors
 from .hf import _bert_state, bert_config

@@ -18,6 +18,7 @@ from torch import Tensor
 
 from ..cache import KVCache
 from ..generation import sample_next
+from ..checks import check_ids
 from ..models import GPT
 from .._checks import as_int, check_text, token_ids
 from ._common import load_exact
@@ -175,7 +176,7 @@ def stream_reply(model: GPT, tok: GGUFTokenizer, messages: Sequence[dict[str, st
         raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
     device = next(model.parameters()).device
     step = torch.tensor([tok.chat(messages)], device=device)  # (1, T): the prompt first
-    model.check_ids(step)
+    check_ids("the chat prompt", step, model.cfg.vocab_size, model.cfg.max_len)
     cache, new, shown = KVCache(), [], ""
     for _ in range(max_new_tokens):
         with torch.inference_mode():
