@@ -8,6 +8,10 @@ window.attnlibVectors = window.attnlibVectors || (function () {
 
   function init(root, P) {
     var uid = K.uid(root), pal = K.palette(P.palette), D = P.digits, S = null, R = { qk: null, v: null };
+    /* every number the reader sets stays in [-LIMIT, LIMIT] (typed, dragged or moved by a key): the
+       arithmetic stays finite (1e308 typed in overflowed q.k to Infinity, then NaN weights) */
+    var LIMIT = P.maxAbs;
+    function clamp(x) { return Math.max(-LIMIT, Math.min(LIMIT, x)); }
 
     function copyState(e) {
       var x = P.examples[e];
@@ -87,6 +91,7 @@ window.attnlibVectors = window.attnlibVectors || (function () {
     /* ---- tables: the reader's numbers (inputs) and what the page computes from them ---- */
     function numberInput(parent, get, label, set) {
       var inp = K.numberBox(parent, { cls: "attnlib-vectors-num", label: label, value: get(), step: 0.1, text: num, note: note, refill: true,
+        min: -LIMIT, max: LIMIT,
         onvalue: function (x) { set(x); update(); }, done: refit });
       inp._get = get;
       inputs.push(inp);
@@ -158,7 +163,7 @@ window.attnlibVectors = window.attnlibVectors || (function () {
     function handle(pl, get, cls, label) {
       var h = K.el("circle", { "class": "attnlib-handle " + cls, r: 8, tabindex: "0", role: "button",
         "aria-roledescription": "draggable point" }, pl.g);
-      function set(x, y) { var a = get(); a[0] = x; a[1] = y; update(); }
+      function set(x, y) { var a = get(); a[0] = clamp(x); a[1] = clamp(y); update(); }
       h.addEventListener("pointerdown", function (e) { e.preventDefault(); h.setPointerCapture(e.pointerId); h._drag = true; h.focus(); });
       h.addEventListener("pointermove", function (e) {
         if (!h._drag) return;
