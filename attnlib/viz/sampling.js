@@ -3,6 +3,7 @@
    defines window.attnlibSampling once (every live output carries this file). */
 window.attnlibSampling = window.attnlibSampling || (function () {
   "use strict";
+
   function mulberry32(seed) { /* a small seeded PRNG: the same seed gives the same draws everywhere */
     var a = seed >>> 0;
     return function () {
@@ -20,17 +21,23 @@ window.attnlibSampling = window.attnlibSampling || (function () {
     return p;
   }
   function argmax(z) { var b = 0; for (var i = 1; i < z.length; i++) if (z[i] > z[b]) b = i; return b; }
-  /* the distribution a sampler draws from: softmax(z / temperature), only the top_k largest logits
-     (ties kept, as attnlib.sample_next), then the smallest set of tokens whose probability sums to
-     >= top_p; temperature 0 is greedy (all mass on the argmax) */
+  function greedy(z) { var p = new Float64Array(z.length); p[argmax(z)] = 1; return p; }
+  /* The distribution a sampler draws from, as attnlib's sampler: softmax(z / temperature), only the
+     top_k largest logits (ties kept, as attnlib.sample_next), then the smallest set of tokens whose
+     probability sums to >= top_p. Temperature 0 is greedy (all mass on the argmax), and so is the
+     limit of a vanishing one: where z / temperature overflows (temperature 1e-310, a subnormal),
+     softmax would compute Infinity - Infinity = NaN. An infinite temperature is the other limit:
+     every token top_k keeps equally likely. top_k reads the logits' own order: dividing by a huge
+     temperature rounds them all to one number, and top_k = 1 must still keep only the argmax. */
   function distribution(z, s) {
-    var V = z.length, i, p;
-    if (!(s.temperature > 0)) { p = new Float64Array(V); p[argmax(z)] = 1; return p; }
+    var V = z.length, T = s.temperature, i, p;
+    if (!(T > 0)) return greedy(z);
+    var kth = s.topK > 0 && s.topK < V ? Array.prototype.slice.call(z).sort(function (a, b) { return b - a; })[s.topK - 1] : -Infinity;
     var y = new Float64Array(V);
-    for (i = 0; i < V; i++) y[i] = z[i] / s.temperature;
-    if (s.topK > 0 && s.topK < V) {
-      var kth = Array.prototype.slice.call(y).sort(function (a, b) { return b - a; })[s.topK - 1];
-      for (i = 0; i < V; i++) if (y[i] < kth) y[i] = -Infinity;
+    for (i = 0; i < V; i++) {
+      if (z[i] === -Infinity || z[i] < kth) { y[i] = -Infinity; continue; }
+      y[i] = T === Infinity ? 0 : z[i] / T;
+      if (!isFinite(y[i])) return greedy(z); /* overflow: the limit temperature -> 0 */
     }
     p = softmax(y);
     if (s.topP < 1) {
@@ -49,5 +56,5 @@ window.attnlibSampling = window.attnlibSampling || (function () {
     return last;
   }
 
-  return { mulberry32: mulberry32, softmax: softmax, argmax: argmax, distribution: distribution, draw: draw };
+  return { mulberry32: mulberry32, softmax: softmax, argmax: argmax, greedy: greedy, distribution: distribution, draw: draw };
 })();
