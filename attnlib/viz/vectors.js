@@ -1,16 +1,19 @@
 /* attnlib vector explorer: the reader's own query, keys and values; every number is computed here
    by the shared attention engine (window.attnlibEngine) as the reader types or drags. Defines
    window.attnlibVectors (the start-up of one explorer) once, like the kit, so that a page with
-   several vector explorers needs one copy of this file; vectors_boot.js starts each output. */
-window.attnlibVectors = window.attnlibVectors || (function () {
+   several vector explorers needs one copy of this file; vectors_boot.js starts each output.
+   Version 2 refuses numbers the arithmetic cannot take: an older definition on the page (a stored
+   output beside a re-run cell in JupyterLab) is replaced, as the kit's is. */
+window.attnlibVectors = window.attnlibVectors && window.attnlibVectors.version >= 2 ? window.attnlibVectors : (function () {
   "use strict";
   var K = window.attnlibKit, E = window.attnlibEngine;
 
   function init(root, P) {
     var uid = K.uid(root), pal = K.palette(P.palette), D = P.digits, S = null, R = { qk: null, v: null };
     /* every number the reader sets stays in [-LIMIT, LIMIT] (typed, dragged or moved by a key): the
-       arithmetic stays finite (1e308 typed in overflowed q.k to Infinity, then NaN weights) */
-    var LIMIT = P.maxAbs;
+       arithmetic stays finite (1e308 typed in overflowed q.k to Infinity, then NaN weights). A
+       payload from before maxAbs (a stored output this file starts in JupyterLab) gets the same range. */
+    var LIMIT = P.maxAbs || 1000;
     function clamp(x) { return Math.max(-LIMIT, Math.min(LIMIT, x)); }
 
     function copyState(e) {
@@ -361,5 +364,6 @@ window.attnlibVectors = window.attnlibVectors || (function () {
     K.onResize(root, rebuild);
   }
 
+  init.version = 2;
   return init;
 })();
