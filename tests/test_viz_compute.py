@@ -61,6 +61,9 @@ def test_vector_explorer_numbers_and_checks():
         viz.vector_explorer([1.0, 2.0], [[1.0, 2.0, 3.0]])
     with pytest.raises(ValueError, match="finite"):
         viz.vector_explorer([1.0, float("nan")], [[1.0, 2.0]])
+    with pytest.raises(ValueError, match=r"from -1000 to 1000, got 1e\+308 in the keys"):
+        viz.vector_explorer([1.0, 2.0], [[1e308, 2.0]])  # the page could not compute q . k
+    assert viz.vector_explorer([-1000.0], [[1000.0]], [[-1000.0]]).payload["maxAbs"] == 1000
     with pytest.raises(ValueError, match="1 to 8 keys"):
         viz.vector_explorer([1.0], [[1.0]] * 9)
     with pytest.raises(ValueError, match="one value per key"):

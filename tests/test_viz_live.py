@@ -31,7 +31,7 @@ def small(vocab: str = "ab<&>\" c\n", **kw) -> tuple[attnlib.GPT, attnlib.CharTo
 
 
 def unpack(payload: dict) -> dict[str, np.ndarray]:
-    """What live.js does with the blob, written again in numpy."""
+    """What live_model.js does with the blob, written again in numpy."""
     blob = base64.b64decode(payload["blob"])
     out = {}
     for t in payload["tensors"]:
@@ -218,8 +218,8 @@ def test_other_supported_configs_export(kw):
 
 
 def test_playground_output_is_current(tiny):
-    """book/playground.ipynb stores the live page as executed; a change to live.js/.css/.py or to the
-    checkpoint needs `python scripts/execute_notebooks.py book/playground.ipynb`."""
+    """book/playground.ipynb stores the live page as executed; a change to its scripts or styles, to
+    live.py or to the checkpoint needs `python scripts/execute_notebooks.py book/playground.ipynb`."""
     from pathlib import Path
 
     import ast

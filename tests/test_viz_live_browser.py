@@ -211,6 +211,39 @@ def test_sampling_is_seeded_and_filtered(page32):
     assert len(bars) == 10 and sum(float(b.get_attribute("data-p")) for b in bars) <= 1 + 1e-6
 
 
+def test_a_vanishing_temperature_is_greedy(page32):
+    """Issue 44: at temperature 1e-310 (a subnormal, > 0) z / temperature overflowed to Infinity,
+    softmax gave NaN and the page emitted token 0 every time. The limit of a vanishing temperature
+    is greedy, as attnlib's sampler takes it; so is top_k=1 at a huge or infinite temperature (the
+    tempered logits round to one value there, but top-k picks from the logits' own order)."""
+    d, root = page32
+    temp = root.find_element(By.CSS_SELECTOR, "input.attnlib-live-num[type=number]")
+    temp.clear()
+    temp.send_keys("1e-310")
+    assert state(d, root)["temperature"] == "1e-310" and temp.get_attribute("aria-invalid") != "true"
+    bars = root.find_elements(By.CSS_SELECTOR, ".attnlib-bars .attnlib-bar")
+    assert [float(b.get_attribute("data-p")) for b in bars] == [1.0] + [0.0] * 9   # all on the argmax
+    root.find_element(By.CSS_SELECTOR, "button.attnlib-live-many").click()
+    ids = [int(x) for x in root.find_element(By.CSS_SELECTOR, ".attnlib-live-out").get_attribute("data-ids").split(",")]
+    prompt = torch.tensor([TOK.encode("And God said")])
+    want = MODEL.generate(prompt, 16, temperature=1e-310, top_k=10)[0].tolist()
+    assert want == MODEL.generate(prompt, 16, temperature=0.0)[0].tolist()   # attnlib: greedy
+    assert ids == want, (TOK.decode(ids), TOK.decode(want))
+    # the sampler itself, at both ends of the temperature
+    z = torch.randn(TOK.vocab_size, generator=torch.Generator().manual_seed(0)).double() * 3
+    greedy = np.eye(TOK.vocab_size)[int(z.argmax())]
+    uniform = np.full(TOK.vocab_size, 1 / TOK.vocab_size)
+    tie = z.clone()
+    tie[int(z.argsort()[-2])] = z.max()                      # two equal maxima: top_k keeps both
+    both = (tie == tie.max()).double().numpy() / 2
+    for logits, t, k, want in ((z, "1e-310", 0, greedy), (z, "1e-310", 10, greedy), (z, "1e308", 1, greedy),
+                               (z, "Infinity", 1, greedy), (z, "Infinity", 0, uniform),
+                               (z, "1e308", 0, uniform), (tie, "Infinity", 1, both)):
+        got = d.execute_script("return arguments[0].attnlibLive.distribution(arguments[1], "
+                               f"{{temperature: {t}, topK: {k}, topP: 1}})", root, logits.tolist())
+        np.testing.assert_allclose(got, want, atol=1e-12, err_msg=f"temperature {t}, top_k {k}")
+
+
 def test_typing_redraws_and_unknown_characters_are_reported(page32):
     d, root = page32
     text = root.find_element(By.CSS_SELECTOR, "textarea.attnlib-live-text")

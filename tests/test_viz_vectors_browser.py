@@ -262,3 +262,32 @@ def test_still_picture_copies_and_escaping(driver, tmp_path):
         assert "0.620" in still.text and "animal" in still.text
     finally:
         driver.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": False})
+
+
+def test_out_of_range_numbers_are_refused_visibly(page):
+    """Issue 44: 1e308 typed into a box overflowed the arithmetic (q . k = Infinity, weights NaN):
+    a script error, and the tables kept the previous numbers. A number outside the range the page
+    edits is refused: the box is marked invalid with a message naming the range, every number on
+    the page stays attnlib's on the vectors in use, and leaving the box brings their value back."""
+    d, root = page
+    box = root.find_element(By.CSS_SELECTOR, "input[aria-label='query it, component 1']")
+    # typed key by key, as a reader types: the last number in range on the way is the one in use
+    for typed, in_use in (("1e308", 1000), ("-1e308", -1000), ("1001", 100), ("1e400", 1)):
+        box.send_keys(Keys.CONTROL, "a")
+        box.send_keys(typed)
+        assert box.get_attribute("aria-invalid") == "true", typed
+        note = d.find_element(By.ID, box.get_attribute("aria-describedby"))
+        assert note.is_displayed() and "\u22121000 to 1000" in note.text, (typed, note.text)
+        assert assert_equal_to_attnlib(d, root)["q"][0] == in_use, typed   # nothing computed from it
+    shot(d, "vectors_refused")
+    box.send_keys(Keys.TAB)
+    assert box.get_attribute("value") == "1" and box.get_attribute("aria-invalid") != "true"
+    assert not d.find_element(By.ID, box.get_attribute("aria-describedby")).is_displayed()
+    # the ends of the range compute (a saturated softmax), and a handle stops at them
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys("-1000", Keys.TAB)                       # leaving the box refits the planes
+    assert box.get_attribute("aria-invalid") != "true"
+    assert assert_equal_to_attnlib(d, root)["q"][0] == -1000
+    q = root.find_element(By.CSS_SELECTOR, "svg.attnlib-plane circle.attnlib-handle.attnlib-q")
+    q.send_keys(Keys.ARROW_LEFT)
+    assert assert_equal_to_attnlib(d, root)["q"][0] == -1000

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ._common import HtmlOutput, standalone_page
-from .explorer import _RENDERED, _asset, _json_for_script
+from .explorer import _asset, _json_for_script, _root_id
 
 __all__ = ["KitOutput", "rounded", "as_matrix", "as_vector", "check_names"]
 
@@ -98,11 +98,7 @@ class KitOutput(HtmlOutput):
 
     def to_html(self, *, full_page: bool = False) -> str:
         """The self-contained fragment; ``full_page=True`` wraps it in a minimal HTML document."""
-        root_id = f"attnlib-{self.kind}-{self.uid}"
-        if not full_page:
-            _RENDERED[self.uid] += 1
-            if _RENDERED[self.uid] > 1:
-                root_id += f"-{_RENDERED[self.uid]}"
+        root_id = _root_id(self.kind, self.uid, full_page)
         label = html.escape(self.label)
         scripts = "\n".join(_asset(name) for name in self._scripts)
         fragment = (

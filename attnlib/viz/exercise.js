@@ -1,15 +1,10 @@
 /* attnlib self-grading exercise: the reader's answer checked in the page against the value the
    notebook computed. No eval: numbers are read by a small parser (+ - * / ^, parentheses, sqrt,
-   exp, log, pi, e); shapes are the integers found in what was typed. */
+   exp, log, pi, e); shapes are the integers found in what was typed. Drawn with the shared DOM
+   kit (window.attnlibKit, kit.js, carried before this file). */
 (function () {
   "use strict";
-  function div(cls, parent, text, tag) {
-    var n = document.createElement(tag || "div");
-    if (cls) n.className = cls;
-    if (text !== undefined) n.textContent = text;
-    if (parent) parent.appendChild(n);
-    return n;
-  }
+  var K = window.attnlibKit, div = K.div;
   function inline(parent, text) { /* plain text with `code` spans */
     String(text).split("`").forEach(function (part, i) { if (part) div("", parent, part, i % 2 ? "code" : "span"); });
   }
@@ -133,21 +128,10 @@
     function paint() { root.setAttribute("data-state", ["attempts=" + attempts, "result=" + result, "revealed=" + (revealed ? 1 : 0)].join(";")); }
     check.addEventListener("click", grade);
     showBtn.addEventListener("click", reveal);
-    root.addEventListener("keydown", function (e) { if (!(e.ctrlKey || e.metaKey || e.altKey)) e.stopPropagation(); });
+    K.keepKeys(root);
     root.attnlibExercise = { parseNumber: parseNumber, parseShape: parseShape };
     paint();
   }
 
-  var me = document.currentScript, own = me && me.parentNode && me.parentNode.getAttribute ? me.parentNode.getAttribute("data-attnlib-uid") : null;
-  var sel = "div.attnlib-exercise:not([data-attnlib-ready])" + (own ? '[data-attnlib-uid="' + own + '"]' : "");
-  var roots = Array.prototype.slice.call(document.querySelectorAll(sel));
-  if (own && !me.parentNode.hasAttribute("data-attnlib-ready") && roots.indexOf(me.parentNode) < 0) roots.push(me.parentNode);
-  roots.forEach(function (root) {
-    root.setAttribute("data-attnlib-ready", "1");
-    try {
-      var ns = root.querySelector(".attnlib-noscript");
-      if (ns) ns.parentNode.removeChild(ns);
-      init(root, JSON.parse(root.querySelector("script.attnlib-payload").textContent));
-    } catch (err) { if (window.console) console.error("attnlib exercise:", err); }
-  });
+  K.boot(document.currentScript, "attnlib-exercise", init, "exercise");
 })();

@@ -87,4 +87,4 @@ def exercise(question: str, answer: Any, *, kind: Optional[str] = None, choices:
              + f"<details><summary>Answer (scripts do not run here, so the page cannot check yours)</summary>"
                f"<p>{html.escape(shown)}{(' ' + html.escape(unit)) if unit else ''}. {_inline(explanation)}</p></details>")
     summary = f"Exercise({kind}, {question[:40]!r})"
-    return Exercise("exercise", payload, still, title, summary, scripts=())
+    return Exercise("exercise", payload, still, title, summary, scripts=("kit.js",))

@@ -26,7 +26,7 @@ __all__ = ["Explorer", "explorer", "decode_payload"]
 
 _NEG_INF, _POS_INF, _NAN = 0, 1, 2  # sentinels count down from the dtype's maximum
 _DEFAULT_DIMS = ("layer", "head")
-_RENDERED: Counter = Counter()  # explorer uid -> HTML fragments made so far in this process
+_RENDERED: Counter = Counter()  # output uid -> HTML fragments made so far in this process
 
 
 @lru_cache(maxsize=None)
@@ -91,6 +91,19 @@ def _json_for_script(obj: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
+def _root_id(kind: str, uid: str, full_page: bool) -> str:
+    """The id of an output's root element. The same output shown twice on one page must not repeat
+    its id: count the copies made in this process; the first keeps the plain id (so stored outputs
+    stay as they were), later ones get "-2", "-3", ... (deterministic in a fresh kernel). A
+    standalone page holds one copy."""
+    root_id = f"attnlib-{kind}-{uid}"
+    if not full_page:
+        _RENDERED[uid] += 1
+        if _RENDERED[uid] > 1:
+            root_id += f"-{_RENDERED[uid]}"
+    return root_id
+
+
 class Explorer(HtmlOutput):
     """A precomputed, browser-drawn attention explorer. Display it (last line of a cell) to show it.
 
@@ -147,14 +160,7 @@ class Explorer(HtmlOutput):
 
     def to_html(self, *, full_page: bool = False) -> str:
         """The self-contained fragment; ``full_page=True`` wraps it in a minimal HTML document."""
-        root_id = f"attnlib-explorer-{self.uid}"
-        if not full_page:
-            # The same explorer shown twice on one page must not repeat its id: count the copies
-            # made in this process; the first keeps the plain id (so stored outputs stay as
-            # they were), later ones get "-2", "-3", ... (deterministic in a fresh kernel).
-            _RENDERED[self.uid] += 1
-            if _RENDERED[self.uid] > 1:
-                root_id += f"-{_RENDERED[self.uid]}"
+        root_id = _root_id("explorer", self.uid, full_page)
         title = html.escape(self.payload["title"] or "")
         fragment = (
             f'<div class="attnlib-explorer" id="{root_id}" data-attnlib-uid="{self.uid}" '
@@ -162,7 +168,7 @@ class Explorer(HtmlOutput):
             f"<style>{_asset('explorer.css')}</style>"
             f"{self._still()}"
             f'<script type="application/json" class="attnlib-data">{self._json}</script>'
-            f"<script>{_asset('heatmap_keys.js')}\n{_asset('explorer.js')}</script>"
+            f"<script>{_asset('kit.js')}\n{_asset('heatmap_keys.js')}\n{_asset('explorer.js')}</script>"
             f"{self._opening_script()}"
             "</div>"
         )

@@ -6,12 +6,8 @@
   var K = window.attnlibKit;
 
   function decode(ex, digits) { /* -> Float64Array of values (-Infinity / NaN for the sentinels) */
-    var bin = atob(ex.data), nb = ex.bytes, n = bin.length / nb, top = Math.pow(2, 8 * nb) - 1, out = new Float64Array(n), p = Math.pow(10, digits);
-    for (var i = 0; i < n; i++) {
-      var u = 0;
-      for (var b = nb - 1; b >= 0; b--) u = u * 256 + bin.charCodeAt(i * nb + b);
-      out[i] = u === top ? -Infinity : u === top - 1 ? Infinity : u === top - 2 ? NaN : (u + ex.base) / p;
-    }
+    var u = K.unpack(ex), out = new Float64Array(u.code.length), p = Math.pow(10, digits);
+    for (var i = 0; i < out.length; i++) out[i] = u.kind[i] ? u.code[i] : u.code[i] / p;
     return out;
   }
 
@@ -26,11 +22,7 @@
     if (P.title) K.div("attnlib-title", root, P.title);
     var controls = K.div("attnlib-controls", root), select = null;
     if (P.examples.length > 1) {
-      var lab = K.div("attnlib-control", controls, undefined, "label");
-      K.div("", lab, "sentence", "span");
-      select = K.div("", lab, undefined, "select");
-      P.examples.forEach(function (x, j) { var o = K.div("", select, x.name, "option"); o.value = String(j); });
-      select.addEventListener("change", function () { S.ex = +select.value; S.row = -1; render(); });
+      select = K.picker(controls, "sentence", P.examples.map(function (x) { return x.name; }), function (e) { S.ex = e; S.row = -1; render(); });
     }
     var clear = K.button("attnlib-clear", controls, "clear row", "clear the followed query row (Esc)", function () { S.row = -1; render(); });
     var hint = K.div("attnlib-heads-hint", root, "");

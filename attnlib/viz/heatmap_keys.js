@@ -1,10 +1,22 @@
-/* attnlib: mouse and keyboard on a drawn attention heatmap, shared by explorer.js and live.js
-   (every output carries this file before its own script; defining it twice is harmless).
-   o: svg, cursor and rowLabels of the heatmap just drawn; rows, cols: its size; cur() -> [row, col]
-   of the keyboard cursor; moveCursor(i, j), selectRow(r) (-1 clears), showTip(cell index, row-major),
-   hideTip(). */
+/* attnlib: mouse and keyboard on the attention heatmap that explorer.js and live.js draw and repaint
+   in place (the kit's heatmap, kit.js, wires its own); both outputs carry this file before their
+   own script, and defining it twice is harmless.
+   o: svg, cells (row-major), cursor and rowLabels of the heatmap just drawn; rows, cols: its size;
+   cur() -> [row, col] of the keyboard cursor (moved in place); selectRow(r) (-1 clears),
+   showTip(cell index, row-major), hideTip(). (An older caller's own moveCursor(i, j) is used.) */
 window.attnlibWireHeatmap = function (o) {
   var svg = o.svg;
+  /* the keyboard cursor to cell (i, j), clamped to the matrix, and the tooltip of that cell */
+  var moveCursor = o.moveCursor || function (i, j) {
+    var cur = o.cur(), c;
+    cur[0] = Math.max(0, Math.min(o.rows - 1, i));
+    cur[1] = Math.max(0, Math.min(o.cols - 1, j));
+    c = o.cells[cur[0] * o.cols + cur[1]];
+    o.cursor.setAttribute("x", c.getAttribute("x"));
+    o.cursor.setAttribute("y", c.getAttribute("y"));
+    o.cursor.setAttribute("visibility", "visible");
+    o.showTip(cur[0] * o.cols + cur[1]);
+  };
   svg.addEventListener("mouseover", function (e) {
     var t = e.target;
     if (t.classList && t.classList.contains("attnlib-cell")) o.showTip(+t.getAttribute("data-row") * o.cols + +t.getAttribute("data-col"));
@@ -14,7 +26,7 @@ window.attnlibWireHeatmap = function (o) {
     var r = e.target.getAttribute && e.target.getAttribute("data-row");
     if (r !== null && r !== undefined) o.selectRow(+r);
   });
-  svg.addEventListener("focus", function (e) { if (e.target === svg) o.moveCursor(o.cur()[0], o.cur()[1]); });
+  svg.addEventListener("focus", function (e) { if (e.target === svg) moveCursor(o.cur()[0], o.cur()[1]); });
   svg.addEventListener("blur", function () { o.cursor.setAttribute("visibility", "hidden"); o.hideTip(); });
   svg.addEventListener("keydown", function (e) {
     var t = e.target, key = e.key, r;
@@ -29,12 +41,12 @@ window.attnlibWireHeatmap = function (o) {
       return;
     }
     var i = o.cur()[0], j = o.cur()[1];
-    if (key === "ArrowDown") o.moveCursor(i + 1, j);
-    else if (key === "ArrowUp") o.moveCursor(i - 1, j);
-    else if (key === "ArrowRight") o.moveCursor(i, j + 1);
-    else if (key === "ArrowLeft") o.moveCursor(i, j - 1);
-    else if (key === "Home") o.moveCursor(i, 0);
-    else if (key === "End") o.moveCursor(i, o.cols - 1);
+    if (key === "ArrowDown") moveCursor(i + 1, j);
+    else if (key === "ArrowUp") moveCursor(i - 1, j);
+    else if (key === "ArrowRight") moveCursor(i, j + 1);
+    else if (key === "ArrowLeft") moveCursor(i, j - 1);
+    else if (key === "Home") moveCursor(i, 0);
+    else if (key === "End") moveCursor(i, o.cols - 1);
     else if (key === "Enter" || key === " ") o.selectRow(i);
     else if (key === "Escape") { o.selectRow(-1); o.hideTip(); }
     else return;
@@ -42,12 +54,3 @@ window.attnlibWireHeatmap = function (o) {
   });
 };
 
-/* Keys typed inside an attnlib output are its own: JupyterLab listens on document (bubbling) and
-   would otherwise also act on them (arrows move between cells, Enter edits, "a"/"b"/"d d" edit
-   cells). Escape outside the heatmap clears the selected row where escapes(target) says so. */
-window.attnlibKeepKeys = function (root, escapes, clear) {
-  root.addEventListener("keydown", function (e) {
-    if (e.key === "Escape" && e.target.tagName !== "svg" && escapes(e.target)) clear();
-    if (!(e.ctrlKey || e.metaKey || e.altKey || (e.shiftKey && e.key === "Enter"))) e.stopPropagation();
-  });
-};

@@ -1,10 +1,15 @@
-/* attnlib's drawing kit for the computing explorers (vectors, mask, heads grid, exercises, the live
-   model's laboratory): DOM helpers, the palette, number formatting, a tooltip placed off the
-   controls, width-fitted heatmaps whose text keeps its size, and the start-up of every output.
+/* attnlib's DOM kit, shared by every output (the explorer, the live model and its laboratory, the
+   vector and mask explorers, the heads grid, the exercises): element helpers, labelled controls
+   (sliders, drop-downs, number boxes that refuse what the page cannot compute), the palette,
+   number formatting, the packed numbers of a payload, a tooltip placed off the controls,
+   width-fitted heatmaps whose text keeps its size, and the start-up of every output.
    Defines window.attnlibKit once; every output carries this file (defining it twice is harmless).
+   A page can also hold outputs of an older attnlib (a notebook's stored outputs beside a cell run
+   again in JupyterLab): a kit older than this version is replaced, as this one keeps every
+   function the older ones had; outputs already drawn keep the kit they started with.
    Every string from a payload or from the reader reaches the page through textContent /
    setAttribute (escaped). */
-window.attnlibKit = window.attnlibKit || (function () {
+window.attnlibKit = window.attnlibKit && window.attnlibKit.version >= 2 ? window.attnlibKit : (function () {
   "use strict";
   /* the SVG namespace, read from the HTML parser so that the output holds no URL at all */
   var SVGNS = (function () { var t = document.createElement("div"); t.innerHTML = "<svg></svg>"; return t.firstChild.namespaceURI; })();
@@ -32,6 +37,114 @@ window.attnlibKit = window.attnlibKit || (function () {
     return b;
   }
   function toggle(b, on) { b.setAttribute("aria-pressed", on ? "true" : "false"); }
+
+  /* ---- labelled controls: <label class="attnlib-control"><span>name</span> control </label> ---- */
+  function control(parent, name) {
+    var lab = div("attnlib-control", parent, undefined, "label");
+    div("", lab, name, "span");
+    return lab;
+  }
+  /* a drop-down of names (an output's examples); onpick(index) */
+  function picker(parent, name, names, onpick) {
+    var s = div("", control(parent, name), undefined, "select");
+    names.forEach(function (n, j) { div("", s, n, "option").value = String(j); });
+    s.addEventListener("change", function () { onpick(+s.value); });
+    return s;
+  }
+  /* A slider over whole numbers with a read-out beside it. o: {label (accessible name, default
+     name), min (default 0), max, value, text(v) -> the read-out, valueText(v) -> aria-valuetext
+     (default name + read-out), oninput(v)}. Returns the input; r.show(v) moves it and its read-out
+     without an input event (a redraw from elsewhere), r.readout is the read-out. */
+  function slider(parent, name, o) {
+    var lab = control(parent, name), r = div("", lab, undefined, "input"), out = div("", lab, "", "output");
+    r.type = "range"; r.step = "1"; r.min = String(o.min || 0); r.max = String(o.max === undefined ? 0 : o.max);
+    r.setAttribute("aria-label", o.label || name);
+    r.show = function (v) {
+      r.value = String(v);
+      if (!o.text) return;
+      out.textContent = o.text(v);
+      r.setAttribute("aria-valuetext", o.valueText ? o.valueText(v) : name + " " + out.textContent);
+    };
+    r.addEventListener("input", function () { r.show(+r.value); if (o.oninput) o.oninput(+r.value); });
+    r.readout = out;
+    r.show(o.value === undefined ? +r.min : o.value);
+    return r;
+  }
+  /* A number box that hands on only what the page can compute: a number in [min, max] (a whole one
+     with o.whole). Anything else is refused visibly: the box is marked invalid (aria-invalid, the
+     browser's own validity, a message naming the allowed range, linked by aria-describedby) and
+     nothing changes; leaving the box brings back the last number it handed on. An empty box (the
+     reader is about to type; a test's clear()) is waited for, not refused; with o.refill, leaving
+     it empty brings the number back too.
+     o: {label (accessible name), value, min, max, step, whole, refill, title, cls, note (the element the
+     message goes in; default a span after the box), text(x) -> the box's text for x, onvalue(x),
+     done() (the reader left the box after a good number: e.g. refit a drawing's range)}.
+     Returns the input; box.get() is its last good number, box.set(x) shows x (not while the
+     reader is typing in it). */
+  var boxes = 0;
+  function numberBox(parent, o) {
+    var box = div(o.cls || "", parent, undefined, "input"), good = o.value, note = o.note;
+    var text = o.text || String, lo = o.min === undefined ? -Infinity : o.min, hi = o.max === undefined ? Infinity : o.max;
+    box.type = "number"; box.step = String(o.step || "any"); box.value = text(good);
+    if (isFinite(lo)) box.min = String(lo);
+    if (isFinite(hi)) box.max = String(hi);
+    if (o.title) box.title = o.title;
+    box.setAttribute("aria-label", o.label);
+    if (!note) { note = div("attnlib-invalid-note", parent, "", "span"); note.style.display = "none"; }
+    if (!note.id) note.id = "attnlib-note-" + (++boxes);
+    var range = (o.whole ? "a whole number" : "a number") + " from " + fmtLimit(lo) + " to " + fmtLimit(hi);
+    function mark(why) {
+      box.setCustomValidity(why);
+      if (why) {
+        box.setAttribute("aria-invalid", "true");
+        box.setAttribute("aria-describedby", note.id);
+        note.textContent = why;
+        note.style.display = "";
+        note._by = box;
+      } else {
+        box.removeAttribute("aria-invalid");
+        if (note._by === box) { note.textContent = ""; note.style.display = "none"; note._by = null; }
+      }
+    }
+    box.addEventListener("input", function () {
+      var raw = box.value, x = parseFloat(raw);
+      if (raw === "" && !box.validity.badInput) { mark(""); return; }
+      if (!isFinite(x) || x < lo || x > hi || (o.whole && x !== Math.floor(x))) {
+        mark(o.label + ": " + (box.validity.badInput || !isFinite(x) ? "not a number I can compute with" : raw + " is out of range") +
+          "; type " + range + ".");
+        return;
+      }
+      mark("");
+      good = x;
+      o.onvalue(x);
+    });
+    box.addEventListener("change", function () {
+      if (box.getAttribute("aria-invalid") === "true" || (o.refill && box.value === "")) { box.value = text(good); mark(""); }
+      else if (o.done) o.done();
+    });
+    box.get = function () { return good; };
+    box.set = function (x) { good = x; if (box !== document.activeElement) { box.value = text(x); mark(""); } };
+    return box;
+  }
+  function fmtLimit(x) { return x < 0 ? "\u2212" + String(-x) : String(x); }
+
+  /* The packed numbers of an explorer payload: value * 10^digits as little-endian unsigned integers
+     of ex.bytes bytes, offset by ex.base; the three largest integers stand for -inf, +inf and NaN.
+     -> {code: the integer value * 10^digits (exact; the sentinel's own value for one), kind: 0, or
+     -1 / 1 / 2 for -inf / +inf / NaN} */
+  function unpack(ex) {
+    var bin = atob(ex.data), nb = ex.bytes, n = bin.length / nb;
+    var top = Math.pow(2, 8 * nb) - 1, code = new Float64Array(n), kind = new Int8Array(n);
+    for (var i = 0; i < n; i++) {
+      var u = 0;
+      for (var b = nb - 1; b >= 0; b--) u = u * 256 + bin.charCodeAt(i * nb + b);
+      if (u === top) { kind[i] = -1; code[i] = -Infinity; }
+      else if (u === top - 1) { kind[i] = 1; code[i] = Infinity; }
+      else if (u === top - 2) { kind[i] = 2; code[i] = NaN; }
+      else code[i] = u + ex.base;
+    }
+    return { code: code, kind: kind };
+  }
   function shown(tok, width) {
     var s = String(tok).replace(/\n/g, "\u23ce").replace(/\t/g, "\u21e5");
     if (!s.trim()) s = s.replace(/ /g, "\u2423") || "\u2205";
@@ -77,16 +190,20 @@ window.attnlibKit = window.attnlibKit || (function () {
     }).observe(root);
   }
 
-  /* A tooltip placed beside its target but never above `floor` (the top of the drawing it belongs
-     to, relative to root), so it never covers the title or the controls above the drawing. */
+  /* A tooltip placed beside its target but never above floorEl (the drawing it belongs to), so it
+     never covers the title or the controls above the drawing. t.show(target, lines, floorEl, cell):
+     lines = [what, value (a string, or [name, value]: only the value in bold), where...]; t.cell
+     is the cell it reads (-1 when hidden or reading something else), for a redraw to show again. */
   function tip(root) {
     var t = div("attnlib-tooltip", root);
     t.setAttribute("role", "status");
-    t.show = function (target, lines, floorEl) {
+    t.cell = -1;
+    t.show = function (target, lines, floorEl, cell) {
+      t.cell = cell === undefined ? -1 : cell;
       t.textContent = "";
       div("attnlib-tip-tokens", t, lines[0]);
-      var line = div("attnlib-tip-value", t, "");
-      div("attnlib-value", line, lines[1], "b");
+      var v = lines[1], line = div("attnlib-tip-value", t, typeof v === "string" ? "" : v[0]);
+      div("attnlib-value", line, typeof v === "string" ? v : v[1], "b");
       for (var i = 2; i < lines.length; i++) if (lines[i]) div("attnlib-tip-where", t, lines[i]);
       t.style.display = "block";
       var rb = root.getBoundingClientRect(), cb = target.getBoundingClientRect();
@@ -98,8 +215,16 @@ window.attnlibKit = window.attnlibKit || (function () {
       t.style.left = x + "px";
       t.style.top = y + "px";
     };
-    t.hide = function () { t.style.display = "none"; };
+    t.hide = function () { t.style.display = "none"; t.cell = -1; };
     return t;
+  }
+
+  /* The explorer's layout under its controls (the attention explorer, the live model): a "clear
+     row" button among the controls, the drawing beside the bars of the highlighted row, a tooltip */
+  function matrixFrame(root, controls, clearRow) {
+    var clear = button("attnlib-clear", controls, "clear row", null, clearRow), body = div("attnlib-body", root);
+    clear.title = "Clear the highlighted query row (Esc)";
+    return { clear: clear, figure: div("attnlib-figure", body), bars: div("attnlib-bars", body), tip: tip(root) };
   }
 
   /* A hatch pattern for masked cells (colours from the stylesheet, so they follow a dark theme). */
@@ -230,25 +355,36 @@ window.attnlibKit = window.attnlibKit || (function () {
     return { svg: svg, cells: cells, cell: cell, cursor: cur, focusCell: move };
   }
 
-  /* a colour bar: lo..hi, with a label; returns the svg */
-  function colourbar(parent, pal, lo, hi, h, label, id) {
-    var w = 12, x0 = 4, y0 = 6, s = el("svg", { "class": "attnlib-colorbar", width: 64, height: h + 12, "aria-hidden": "true" }, parent);
+  /* A colour bar: lo..hi, with a label (placed clear of the widest tick); masked: the fill of
+     masked cells, for a key under the bar (class attnlib-masked-key, to show or hide). */
+  function colourbar(parent, pal, lo, hi, h, label, id, masked) {
+    var ticks = [lo, (lo + hi) / 2, hi].map(function (v) { return String(Number(v.toPrecision(3))); });
+    var w = 12, x0 = 4, y0 = 6, longest = Math.max.apply(null, ticks.map(function (t) { return t.length; }));
+    var lx = x0 + w + 6 + Math.max(34, CHAR_W * longest + 4), ly = y0 + h / 2;
+    var s = el("svg", { "class": "attnlib-colorbar", width: lx + 8, height: h + (masked ? 40 : 12), "aria-hidden": "true" }, parent);
     var g = el("linearGradient", { id: id, x1: "0", y1: "1", x2: "0", y2: "0" }, el("defs", {}, s));
     for (var k = 0; k <= 32; k++) el("stop", { offset: (k / 32).toFixed(4), "stop-color": pal[Math.min(255, k * 8)] }, g);
     el("rect", { x: x0, y: y0, width: w, height: h, fill: "url(#" + id + ")", stroke: "#888", "stroke-width": "0.5" }, s);
-    [lo, (lo + hi) / 2, hi].forEach(function (v, i) {
+    ticks.forEach(function (t, i) {
       var y = y0 + h - (h * i) / 2;
       el("line", { x1: x0 + w, x2: x0 + w + 4, y1: y, y2: y, stroke: "currentColor" }, s);
-      el("text", { x: x0 + w + 6, y: y + 4 }, s, String(Number(v.toPrecision(3))));
+      el("text", { x: x0 + w + 6, y: y + 4 }, s, t);
     });
-    var lx = x0 + w + 40, ly = y0 + h / 2;
     el("text", { "class": "attnlib-axis", x: lx, y: ly, "text-anchor": "middle", transform: "rotate(-90 " + lx + " " + ly + ")" }, s, label);
+    if (masked) {
+      var key = el("g", { "class": "attnlib-masked-key" }, s);
+      el("rect", { x: x0, y: y0 + h + 14, width: w, height: w, fill: masked, stroke: "#888", "stroke-width": "0.5" }, key);
+      el("text", { x: x0 + w + 6, y: y0 + h + 24 }, key, "masked");
+    }
     return s;
   }
 
-  /* Keys typed inside an output are its own (JupyterLab would act on them too); see heatmap_keys.js */
-  function keepKeys(root) {
+  /* Keys typed inside an output are its own: JupyterLab listens on document (bubbling) and would
+     otherwise also act on them (arrows move between cells, Enter edits, "a"/"b"/"d d" edit cells).
+     onEscape(target): Escape outside a drawing (an svg handles its own) clears, e.g. a selected row. */
+  function keepKeys(root, onEscape) {
     root.addEventListener("keydown", function (e) {
+      if (onEscape && e.key === "Escape" && e.target.tagName !== "svg") onEscape(e.target);
       if (!(e.ctrlKey || e.metaKey || e.altKey || (e.shiftKey && e.key === "Enter"))) e.stopPropagation();
     });
   }
@@ -265,12 +401,13 @@ window.attnlibKit = window.attnlibKit || (function () {
       try {
         var ns = root.querySelector(".attnlib-noscript");
         if (ns) ns.parentNode.removeChild(ns);
-        init(root, JSON.parse(root.querySelector("script.attnlib-payload, script.attnlib-data").textContent));
+        init(root, JSON.parse(root.querySelector("script.attnlib-payload, script.attnlib-data, script.attnlib-live-data").textContent));
       } catch (err) { if (window.console) console.error("attnlib " + what + ":", err); }
     });
   }
 
-  return { el: el, div: div, button: button, toggle: toggle, shown: shown, quoted: quoted, fmt: fmt, palette: palette,
-    colour: colour, isDark: isDark, uid: uid, width: width, onResize: onResize, tip: tip, hatch: hatch,
-    heatmap: heatmap, colourbar: colourbar, keepKeys: keepKeys, boot: boot, CHAR_W: CHAR_W };
+  return { version: 2, el: el, div: div, button: button, toggle: toggle, control: control, picker: picker, slider: slider,
+    numberBox: numberBox, unpack: unpack, shown: shown, quoted: quoted, fmt: fmt, palette: palette, colour: colour, isDark: isDark,
+    uid: uid, width: width, onResize: onResize, tip: tip, matrixFrame: matrixFrame, hatch: hatch, heatmap: heatmap, colourbar: colourbar, keepKeys: keepKeys,
+    boot: boot, CHAR_W: CHAR_W };
 })();

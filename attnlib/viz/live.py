@@ -1,9 +1,11 @@
 """A live model in the page: a small trained attnlib.GPT whose forward pass runs in the browser.
 
 ``live_model(gpt, tokenizer)`` ships the weights (float32 or float16, base64), the character
-vocabulary and ``live.js`` (the forward pass in plain JavaScript with typed arrays, the KV cache,
-seeded sampling and the drawing) in one self-contained HTML fragment: no kernel, no CDN, no
-network. The reader types text and sees every layer's and head's attention over it, the next-token
+vocabulary and the scripts in one self-contained HTML fragment: no kernel, no CDN, no network.
+The scripts: ``live_model.js`` (the forward pass in plain JavaScript with typed arrays and its KV
+cache, on the shared attention engine ``engine.js``), ``sampling.js`` (seeded sampling),
+``kit.js`` and ``heatmap_keys.js`` (the DOM kit every output draws with), ``live_lab.js`` (the
+laboratory) and ``live.js`` (the page, which starts the output). The reader types text and sees every layer's and head's attention over it, the next-token
 probabilities, and generation step by step with the KV cache growing. Where scripts do not run
 (GitHub's notebook view, an untrusted notebook) a static SVG of the first state shows instead.
 """
@@ -22,11 +24,14 @@ from .._checks import as_int, as_real
 from ..models import GPT
 from ..tokenizers import CharTokenizer
 from ._common import HtmlOutput, standalone_page
-from .explorer import _RENDERED, _asset, _json_for_script, _palette
+from .explorer import _asset, _json_for_script, _palette, _root_id
 
 __all__ = ["LiveModel", "live_model"]
 
 _DTYPES = {"float32": ("f32", np.float32), "float16": ("f16", np.float16)}
+# in the order they run: each file finds what it uses defined by the ones before it
+_LIVE_FILES = ("engine.js", "kit.js", "heatmap_keys.js", "sampling.js", "live_model.js", "live_lab.js", "live.js")
+_LIVE_SCRIPTS = "\n".join(_asset(name) for name in _LIVE_FILES)
 
 
 def _tensors(gpt: GPT) -> list[tuple[str, torch.Tensor]]:
@@ -137,11 +142,7 @@ class LiveModel(HtmlOutput):
     def to_html(self, *, full_page: bool = False) -> str:
         """The self-contained fragment; ``full_page=True`` wraps it in a minimal HTML document. A
         second copy shown in one kernel gets the root id suffix "-2", "-3", ... (as an explorer)."""
-        root_id = f"attnlib-live-{self.uid}"
-        if not full_page:
-            _RENDERED[self.uid] += 1
-            if _RENDERED[self.uid] > 1:
-                root_id += f"-{_RENDERED[self.uid]}"
+        root_id = _root_id("live", self.uid, full_page)
         fragment = self._fragment(root_id)
         if not full_page:
             return fragment
@@ -155,8 +156,7 @@ class LiveModel(HtmlOutput):
             f"<style>{_asset('explorer.css')}{_asset('kit.css')}{_asset('live.css')}</style>"
             f'<div class="attnlib-noscript">{self._fallback}</div>'
             f'<script type="application/json" class="attnlib-live-data">{self._json}</script>'
-            f"<script>{_asset('engine.js')}\n{_asset('kit.js')}\n{_asset('heatmap_keys.js')}\n"
-            f"{_asset('live_lab.js')}\n{_asset('live.js')}</script>"
+            f"<script>{_LIVE_SCRIPTS}</script>"
             "</div>"
         )
 

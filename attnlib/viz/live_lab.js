@@ -1,6 +1,6 @@
 /* attnlib live model, the laboratory: three panels under the live model, each an explorer of its
    own (root div.attnlib-explorer, data-state, svg.attnlib-plot), all computed in the page by the
-   live model's forward pass (live.js), which runs attention through the shared engine:
+   live model's forward pass (live_model.js), which runs attention through the shared engine:
      - switch heads off (a head's output zeroed before out_proj) and compare the next-token
        probabilities and the greedy continuation with all heads on; guided experiments;
      - the logit lens: the final LayerNorm and the LM head applied after every layer;
@@ -28,7 +28,12 @@ window.attnlibLiveLab = function (api) {
   function tok(id) { return P.vocab[id]; }
   function text(idsList) { return idsList.map(tok).join(""); }
   function hashIds(a) { var h = 2166136261; for (var i = 0; i < a.length; i++) h = Math.imul(h ^ (a[i] + 1), 16777619) >>> 0; return h.toString(16); }
-  function lab(l, h) { return "L" + (l + 1) + "H" + (h + 1); }
+  /* a slider over the positions of the text, its read-out the token there */
+  function position(parent, label, oninput) {
+    function at(v) { var id = ids()[v]; return id === undefined ? "" : K.quoted(tok(id)); }
+    return K.slider(parent, "position", { label: label, text: function (v) { return at(v) + " (" + v + ")"; },
+      valueText: function (v) { return "position " + v + ", " + at(v); }, oninput: oninput });
+  }
 
   /* ================================================================ 1. switch heads off */
   var A = { root: panel("attnlib-lab-heads", "Switch heads off", "switch attention heads off"), sel: -1 };
@@ -117,13 +122,8 @@ window.attnlibLiveLab = function (api) {
   var B = { root: panel("attnlib-lab-lens", "Logit lens: what the model would say after each layer", "logit lens"), pos: -1, token: -1 };
   K.div("attnlib-lab-how", B.root, "Each row applies the final LayerNorm and the LM head to the residual stream (GPT.norm_f, then " +
     "GPT.lm_head) after the embedding and after each layer; the last row is the model's real prediction.");
-  var Bctl = K.div("attnlib-controls", B.root), Blab = K.div("attnlib-control", Bctl, undefined, "label");
-  K.div("", Blab, "position", "span");
-  var Brange = K.div("", Blab, undefined, "input");
-  Brange.type = "range"; Brange.min = "0"; Brange.step = "1";
-  Brange.setAttribute("aria-label", "position whose prediction the lens shows");
-  var Bout = K.div("", Blab, "", "output");
-  Brange.addEventListener("input", function () { B.pos = +Brange.value; paintLens(); });
+  var Bctl = K.div("attnlib-controls", B.root);
+  var Brange = position(Bctl, "position whose prediction the lens shows", function (v) { B.pos = v; paintLens(); });
   var Bfig = K.div("attnlib-figure", B.root), Bnote = K.div("attnlib-lab-note", B.root), Btip = K.tip(B.root);
 
   function paintLens() {
@@ -131,9 +131,7 @@ window.attnlibLiveLab = function (api) {
     Bfig.textContent = ""; Bnote.textContent = "";
     if (!n) { B.root.setAttribute("data-state", "ids=none"); return; }
     if (B.pos < 0 || B.pos >= n) B.pos = n - 1;
-    Brange.max = String(n - 1); Brange.value = String(B.pos);
-    Bout.textContent = K.quoted(tok(ids()[B.pos])) + " (" + B.pos + ")";
-    Brange.setAttribute("aria-valuetext", "position " + B.pos + ", " + K.quoted(tok(ids()[B.pos])));
+    Brange.max = String(n - 1); Brange.show(B.pos);
     var tr = api.trace(ids(), B.pos), probs = tr.lens.map(api.softmax), R = 5;
     var tops = probs.map(function (p) {
       var o = []; for (var i = 0; i < c.V; i++) o.push(i);
@@ -169,13 +167,8 @@ window.attnlibLiveLab = function (api) {
   var C = { root: panel("attnlib-lab-steps", "One token through the network, step by step", "one token through the network"), pos: -1, step: 0, sel: -1 };
   K.div("attnlib-lab-how", C.root, "The real numbers of one position, from its embedding to the logits, as the model above computes them " +
     "(with the heads you left on). Each step names the attnlib module that computes it.");
-  var Cctl = K.div("attnlib-controls", C.root), Clab = K.div("attnlib-control", Cctl, undefined, "label");
-  K.div("", Clab, "position", "span");
-  var Crange = K.div("", Clab, undefined, "input");
-  Crange.type = "range"; Crange.min = "0"; Crange.step = "1";
-  Crange.setAttribute("aria-label", "position to follow through the network");
-  var Cout = K.div("", Clab, "", "output");
-  Crange.addEventListener("input", function () { C.pos = +Crange.value; C.sel = -1; paintSteps(); });
+  var Cctl = K.div("attnlib-controls", C.root);
+  var Crange = position(Cctl, "position to follow through the network", function (v) { C.pos = v; C.sel = -1; paintSteps(); });
   var prev = K.button("attnlib-lab-prev", Cctl, "\u25c2 previous step", "previous step", function () { C.step--; C.sel = -1; paintSteps(); });
   var next = K.button("attnlib-lab-next", Cctl, "next step \u25b8", "next step", function () { C.step++; C.sel = -1; paintSteps(); });
   var Cselect = K.div("attnlib-lab-stepselect", K.div("attnlib-control", Cctl, undefined, "label"), undefined, "select");
@@ -191,9 +184,7 @@ window.attnlibLiveLab = function (api) {
     Cfig.textContent = ""; Cnums.textContent = ""; Chead.textContent = ""; Cfn.textContent = "";
     if (!n) { C.root.setAttribute("data-state", "ids=none"); return; }
     if (C.pos < 0 || C.pos >= n) C.pos = n - 1;
-    Crange.max = String(n - 1); Crange.value = String(C.pos);
-    Cout.textContent = K.quoted(tok(ids()[C.pos])) + " (" + C.pos + ")";
-    Crange.setAttribute("aria-valuetext", "position " + C.pos + ", " + K.quoted(tok(ids()[C.pos])));
+    Crange.max = String(n - 1); Crange.show(C.pos);
     var steps = api.trace(ids(), C.pos).steps;
     C.step = Math.max(0, Math.min(steps.length - 1, C.step));
     if (Cselect.options.length !== steps.length) {

@@ -71,11 +71,7 @@
     if (P.title) K.div("attnlib-title", root, P.title);
     var controls = K.div("attnlib-controls", root), select = null;
     if (P.examples.length > 1) {
-      var lab = K.div("attnlib-control", controls, undefined, "label");
-      K.div("", lab, "start from", "span");
-      select = K.div("", lab, undefined, "select");
-      P.examples.forEach(function (x, j) { var o = K.div("", select, x.name, "option"); o.value = String(j); });
-      select.addEventListener("change", function () { S = fresh(+select.value); render(); });
+      select = K.picker(controls, "start from", P.examples.map(function (x) { return x.name; }), function (e) { S = fresh(e); render(); });
     }
     var causalBtn = K.button("attnlib-mask-causal", controls, "causal mask", "causal mask: each query sees only itself and earlier keys", function () {
       S.causal = !S.causal; S.over.fill(-1); render();

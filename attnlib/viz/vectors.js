@@ -1,13 +1,20 @@
 /* attnlib vector explorer: the reader's own query, keys and values; every number is computed here
    by the shared attention engine (window.attnlibEngine) as the reader types or drags. Defines
    window.attnlibVectors (the start-up of one explorer) once, like the kit, so that a page with
-   several vector explorers needs one copy of this file; vectors_boot.js starts each output. */
-window.attnlibVectors = window.attnlibVectors || (function () {
+   several vector explorers needs one copy of this file; vectors_boot.js starts each output.
+   Version 2 refuses numbers the arithmetic cannot take: an older definition on the page (a stored
+   output beside a re-run cell in JupyterLab) is replaced, as the kit's is. */
+window.attnlibVectors = window.attnlibVectors && window.attnlibVectors.version >= 2 ? window.attnlibVectors : (function () {
   "use strict";
   var K = window.attnlibKit, E = window.attnlibEngine;
 
   function init(root, P) {
     var uid = K.uid(root), pal = K.palette(P.palette), D = P.digits, S = null, R = { qk: null, v: null };
+    /* every number the reader sets stays in [-LIMIT, LIMIT] (typed, dragged or moved by a key): the
+       arithmetic stays finite (1e308 typed in overflowed q.k to Infinity, then NaN weights). A
+       payload from before maxAbs (a stored output this file starts in JupyterLab) gets the same range. */
+    var LIMIT = P.maxAbs || 1000;
+    function clamp(x) { return Math.max(-LIMIT, Math.min(LIMIT, x)); }
 
     function copyState(e) {
       var x = P.examples[e];
@@ -46,24 +53,16 @@ window.attnlibVectors = window.attnlibVectors || (function () {
     if (P.title) K.div("attnlib-title", root, P.title);
     var controls = K.div("attnlib-controls", root), select = null;
     if (P.examples.length > 1) {
-      var lab = K.div("attnlib-control", controls, undefined, "label");
-      K.div("", lab, "start from", "span");
-      select = K.div("", lab, undefined, "select");
-      P.examples.forEach(function (x, j) { var o = K.div("", select, x.name, "option"); o.value = String(j); });
-      select.addEventListener("change", function () { S = copyState(+select.value); fitRanges(); rebuild(); });
+      select = K.picker(controls, "start from", P.examples.map(function (x) { return x.name; }), function (e) {
+        S = copyState(e); fitRanges(); rebuild();
+      });
     }
-    var dkLab = K.div("attnlib-control", controls, undefined, "label");
-    K.div("", dkLab, "d\u2096 (width of q and k)", "span");
-    var dkRange = K.div("", dkLab, undefined, "input");
-    dkRange.type = "range"; dkRange.min = "1"; dkRange.max = String(P.maxDk); dkRange.step = "1";
-    dkRange.setAttribute("aria-label", "d_k, the number of components of the query and of every key");
-    var dkOut = K.div("", dkLab, "", "output");
-    dkRange.addEventListener("input", function () {
-      var d = +dkRange.value;
-      while (S.q.length < d) { S.q.push(0); S.K.forEach(function (r) { r.push(0); }); }  /* new components start at 0 */
-      while (S.q.length > d) { S.q.pop(); S.K.forEach(function (r) { r.pop(); }); }
-      fitRanges(); rebuild();
-    });
+    var dkRange = K.slider(controls, "d\u2096 (width of q and k)", { label: "d_k, the number of components of the query and of every key",
+      min: 1, max: P.maxDk, text: String, valueText: function (d) { return "d_k " + d; }, oninput: function (d) {
+        while (S.q.length < d) { S.q.push(0); S.K.forEach(function (r) { r.push(0); }); }  /* new components start at 0 */
+        while (S.q.length > d) { S.q.pop(); S.K.forEach(function (r) { r.pop(); }); }
+        fitRanges(); rebuild();
+      } });
     var scaleBtn = K.button("attnlib-vectors-scale", controls, "scale by 1/\u221ad\u2096", "divide the scores by the square root of d_k", function () {
       S.scaled = !S.scaled; rebuild();
     });
@@ -86,38 +85,30 @@ window.attnlibVectors = window.attnlibVectors || (function () {
     var planes = K.div("attnlib-vectors-planes", root);
     var strip = K.div("attnlib-figure", root);
     var tables = K.div("attnlib-vectors-tables", root);
+    var note = K.div("attnlib-invalid-note", root); /* why a number typed was refused */
+    note.setAttribute("role", "status"); note.style.display = "none";
     var outLine = K.div("attnlib-vectors-out", root);
     outLine.setAttribute("aria-live", "polite");
     var tip = K.tip(root), inputs = [], cells = { res: [] };
 
     /* ---- tables: the reader's numbers (inputs) and what the page computes from them ---- */
-    function numberInput(parent, value, label, onvalue) {
-      var inp = K.div("attnlib-vectors-num", parent, undefined, "input");
-      inp.type = "number"; inp.step = "0.1"; inp.value = num(value);
-      inp.setAttribute("aria-label", label);
-      inp.addEventListener("input", function () {
-        var x = parseFloat(inp.value);
-        if (!isFinite(x)) return;
-        onvalue(x); update();
-      });
-      inp.addEventListener("change", function () {
-        if (!isFinite(parseFloat(inp.value))) inp.value = num(inp._get());
-        else refit();
-      });
-      inp._get = function () { return 0; };
+    function numberInput(parent, get, label, set) {
+      var inp = K.numberBox(parent, { cls: "attnlib-vectors-num", label: label, value: get(), step: 0.1, text: num, note: note, refill: true,
+        min: -LIMIT, max: LIMIT,
+        onvalue: function (x) { set(x); update(); }, done: refit });
+      inp._get = get;
       inputs.push(inp);
       return inp;
     }
     function vectorCell(row, arr, who) {
       var td = K.div("attnlib-vectors-vec", row, undefined, "td");
       arr.forEach(function (x, c) {
-        var inp = numberInput(td, x, who + ", component " + (c + 1), function (v) { arr[c] = v; });
-        inp._get = function () { return arr[c]; };
-        inp._of = arr; inp._c = c;
+        numberInput(td, function () { return arr[c]; }, who + ", component " + (c + 1), function (v) { arr[c] = v; });
       });
     }
     function buildTables() {
       tables.textContent = ""; inputs = [];
+      note.textContent = ""; note.style.display = "none";
       var d = dims();
       var t1 = K.div("attnlib-vectors-table", tables, undefined, "table");
       K.div("", t1, "your vectors (edit them)", "caption");
@@ -175,7 +166,7 @@ window.attnlibVectors = window.attnlibVectors || (function () {
     function handle(pl, get, cls, label) {
       var h = K.el("circle", { "class": "attnlib-handle " + cls, r: 8, tabindex: "0", role: "button",
         "aria-roledescription": "draggable point" }, pl.g);
-      function set(x, y) { var a = get(); a[0] = x; a[1] = y; update(); }
+      function set(x, y) { var a = get(); a[0] = clamp(x); a[1] = clamp(y); update(); }
       h.addEventListener("pointerdown", function (e) { e.preventDefault(); h.setPointerCapture(e.pointerId); h._drag = true; h.focus(); });
       h.addEventListener("pointermove", function (e) {
         if (!h._drag) return;
@@ -348,7 +339,7 @@ window.attnlibVectors = window.attnlibVectors || (function () {
     }
     function update() { /* the numbers changed: recompute and redraw everything but the inputs */
       var r = compute();
-      inputs.forEach(function (inp) { if (inp !== document.activeElement) inp.value = num(inp._get()); });
+      inputs.forEach(function (inp) { inp.set(inp._get()); });
       drawStrip(r); paintNumbers(r); positionPlanes(r);
       resetBtn.disabled = same(S, copyState(S.ex));
       root.setAttribute("data-state", stateString());
@@ -356,8 +347,7 @@ window.attnlibVectors = window.attnlibVectors || (function () {
     function rebuild() {
       tip.hide();
       var d = dims();
-      dkRange.value = String(d.dk); dkOut.textContent = String(d.dk);
-      dkRange.setAttribute("aria-valuetext", "d_k " + d.dk);
+      dkRange.show(d.dk);
       K.toggle(scaleBtn, S.scaled);
       addBtn.disabled = d.Tk >= P.maxKeys; delBtn.disabled = d.Tk <= 1;
       if (select) select.value = String(S.ex);
@@ -374,5 +364,6 @@ window.attnlibVectors = window.attnlibVectors || (function () {
     K.onResize(root, rebuild);
   }
 
+  init.version = 2;
   return init;
 })();

@@ -17,6 +17,9 @@ from .explorer import _palette
 __all__ = ["vector_explorer"]
 
 MAX_KEYS, MAX_DK = 8, 8
+# The page edits numbers in [-MAX_ABS, MAX_ABS]: q . k stays finite (|q . k| <= d_k * MAX_ABS^2)
+# and every number readable in its box; the page refuses (visibly) anything outside.
+MAX_ABS = 1000.0
 
 
 def _state(name: str, query: Any, keys: Any, values: Any, key_tokens: Any, query_token: str,
@@ -35,6 +38,10 @@ def _state(name: str, query: Any, keys: Any, values: Any, key_tokens: Any, query
         if V.shape[0] != K.shape[0] or V.shape[1] > MAX_DK:
             raise ValueError(f"{name!r}: values must be (Tk, d_v) with one value per key and d_v <= {MAX_DK}: "
                              f"{K.shape[0]} keys, values of shape {tuple(V.shape)}")
+    for what, arr in (("query", q), ("keys", K), ("values", V)):
+        if arr is not None and np.abs(arr).max() > MAX_ABS:
+            raise ValueError(f"{name!r}: the page edits numbers from -{MAX_ABS:g} to {MAX_ABS:g}, got "
+                             f"{np.abs(arr).max():g} in the {what}")
     if not isinstance(scale, bool):
         raise TypeError(f"scale must be True or False, got {scale!r}")
     return {"name": name, "query": str(query_token), "keys": check_names(key_tokens, K.shape[0], "key_tokens", "k"),
@@ -111,7 +118,7 @@ def vector_explorer(query: Any, keys: Any, values: Any = None, *, key_tokens: Op
         qts = list(query_token) if isinstance(query_token, (list, tuple)) else [query_token] * n
         states = [_state(nm, q, k, v, t, qt, scale) for nm, q, k, v, t, qt in zip(names, qs, ks, vs, toks, qts)]
     payload = {"v": 1, "title": title, "digits": digits, "examples": states, "palette": _palette("viridis"),
-               "maxKeys": MAX_KEYS, "maxDk": MAX_DK}
+               "maxKeys": MAX_KEYS, "maxDk": MAX_DK, "maxAbs": MAX_ABS}
     first = states[0]
     summary = (f"VectorExplorer({title!r}, examples={len(states)}, d_k={len(first['q'])}, "
                f"keys={len(first['K'])}" + (f", d_v={len(first['V'][0])})" if first["V"] is not None else ")"))
