@@ -117,3 +117,29 @@ def test_exports_of_a_lora_model_carry_the_adapters(tmp_path):
         loaded, _ = attnlib.load_tiny_gpt(path)
         torch.testing.assert_close(loaded(IDS).logits, want, atol=1e-5, rtol=1e-5)
     assert not loaded.cfg.tie_weights  # the adapted head is no longer the embedding
+
+
+# --- 2. RMSNorm ----------------------------------------------------------------------------------
+def test_rmsnorm_float64_equals_torch_and_passes_gradcheck():
+    """float64 input was normalised in float32."""
+    torch.manual_seed(0)
+    ours = attnlib.RMSNorm(6, eps=1e-5).double()
+    with torch.no_grad():
+        ours.weight.copy_(torch.randn(6))
+    ref = torch.nn.RMSNorm(6, eps=1e-5).double()
+    ref.load_state_dict(ours.state_dict())
+    x = torch.randn(3, 4, 6, dtype=torch.float64, requires_grad=True)
+    torch.testing.assert_close(ours(x), ref(x), rtol=1e-13, atol=1e-13)
+    assert torch.autograd.gradcheck(ours, (x,))
+
+
+@pytest.mark.parametrize("scale", [1e20, 1e30, 3e38])
+def test_rmsnorm_of_large_float32_inputs_is_right(scale):
+    """x^2 overflowed: 0 (or NaN) where x / RMS(x) is of order 1."""
+    x = torch.tensor([[1.0, -0.5, 0.25, 1.0], [0.1, 0.2, -0.3, 0.4]]) * scale
+    want = (x.double() / x.double().pow(2).mean(-1, keepdim=True).sqrt()).float()
+    got = attnlib.RMSNorm(4)(x)
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got, want)
+    half = attnlib.RMSNorm(4).to(torch.bfloat16)(x.to(torch.bfloat16))  # bf16 reaches 3e38 too
+    torch.testing.assert_close(half.float(), want, atol=0.02, rtol=0.02)
