@@ -143,3 +143,54 @@ def test_rmsnorm_of_large_float32_inputs_is_right(scale):
     torch.testing.assert_close(got, want)
     half = attnlib.RMSNorm(4).to(torch.bfloat16)(x.to(torch.bfloat16))  # bf16 reaches 3e38 too
     torch.testing.assert_close(half.float(), want, atol=0.02, rtol=0.02)
+
+
+# --- 3. GGUF metadata ----------------------------------------------------------------------------
+LLAMA_META = {"llama.block_count": 1, "llama.context_length": 32, "llama.embedding_length": 8,
+              "llama.feed_forward_length": 16, "llama.attention.head_count": 2,
+              "llama.attention.head_count_kv": 1, "llama.attention.layer_norm_rms_epsilon": 1e-5,
+              "llama.vocab_size": 5}
+
+
+def write_gguf(path, **changes):
+    """A Llama GGUF file with only metadata (no tensors); a change of None drops the key."""
+    gguf = pytest.importorskip("gguf")
+    meta = {**LLAMA_META, **{k.replace("__", "."): v for k, v in changes.items()}}
+    writer = gguf.GGUFWriter(str(path), "llama")
+    for key, value in meta.items():
+        if value is not None:
+            (writer.add_float32 if isinstance(value, float) else writer.add_uint32)(key, value)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+@pytest.mark.parametrize("key", ["llama.attention.head_count", "llama.embedding_length",
+                                 "llama.block_count", "llama.attention.layer_norm_rms_epsilon"])
+def test_gguf_missing_metadata_key_is_named(tmp_path, key):
+    """A bare KeyError (or a TypeError from None // heads) from deep inside."""
+    path = write_gguf(tmp_path / "incomplete.gguf", **{key.replace(".", "__"): None})
+    with pytest.raises(ValueError, match=f"incomplete.gguf.*'{key}'") as err:
+        attnlib.pretrained.read_llama_gguf(path)
+    assert isinstance(err.value, KeyError)  # a missing key is also a KeyError (DESIGN)
+
+
+@pytest.mark.parametrize("key, value", [("llama.attention.head_count", 0),
+                                        ("llama.attention.head_count", 3),
+                                        ("llama.attention.head_count_kv", 0),
+                                        ("llama.block_count", 0)])
+def test_gguf_impossible_sizes_are_named(tmp_path, key, value):
+    """0 heads was a ZeroDivisionError."""
+    path = write_gguf(tmp_path / "bad.gguf", **{key.replace(".", "__"): value})
+    with pytest.raises(ValueError, match=f"bad.gguf.*'{key}'"):
+        attnlib.pretrained.read_llama_gguf(path)
+
+
+def test_gguf_without_vocabulary_size_is_named(tmp_path):
+    path = write_gguf(tmp_path / "novocab.gguf", llama__vocab_size=None)
+    with pytest.raises(ValueError, match="novocab.gguf.*'llama.vocab_size'"):
+        attnlib.pretrained.read_llama_gguf(path)
+    config, state, _ = attnlib.pretrained.read_llama_gguf(write_gguf(tmp_path / "ok.gguf"))
+    assert config["num_attention_heads"] == 2 and config["head_dim"] == 4 and state == {}
