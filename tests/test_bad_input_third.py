@@ -194,3 +194,21 @@ def test_gguf_without_vocabulary_size_is_named(tmp_path):
         attnlib.pretrained.read_llama_gguf(path)
     config, state, _ = attnlib.pretrained.read_llama_gguf(write_gguf(tmp_path / "ok.gguf"))
     assert config["num_attention_heads"] == 2 and config["head_dim"] == 4 and state == {}
+
+
+# --- 4. GGUFTokenizer.decode ---------------------------------------------------------------------
+def small_gguf_tokenizer():
+    pytest.importorskip("tokenizers")
+    meta = {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.tokens": ["a", "b", "ab"],
+            "tokenizer.ggml.merges": ["a b"]}
+    return attnlib.GGUFTokenizer(meta)
+
+
+@pytest.mark.parametrize("rows", [torch.tensor([[0, 1], [1, 0]]), np.array([[0, 1], [1, 0]])])
+def test_gguf_decode_refuses_a_batch_of_rows(rows):
+    """Two rows were joined into one text."""
+    tok = small_gguf_tokenizer()
+    with pytest.raises(ValueError, match=r"one sequence \(T,\).*decode each row"):
+        tok.decode(rows)
+    assert [tok.decode(r) for r in rows] == ["ab", "ba"]
+    assert tok.decode(torch.tensor([[2, 0]])) == "aba"  # generate's (1, T) is one sequence
