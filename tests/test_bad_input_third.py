@@ -212,3 +212,42 @@ def test_gguf_decode_refuses_a_batch_of_rows(rows):
         tok.decode(rows)
     assert [tok.decode(r) for r in rows] == ["ab", "ba"]
     assert tok.decode(torch.tensor([[2, 0]])) == "aba"  # generate's (1, T) is one sequence
+
+
+# --- 5. the tiny GPT's file ----------------------------------------------------------------------
+def test_load_tiny_gpt_keeps_the_files_vocabulary_order(tmp_path):
+    """A vocabulary stored out of sorted order was re-sorted: ids read as other characters."""
+    model = gpt()
+    tok = attnlib.CharTokenizer("abcdefghijk")
+    order = list("kjihgfedcba")  # the order the model was trained with
+    tok.itos, tok.stoi = order, {c: i for i, c in enumerate(order)}
+    path = attnlib.save_tiny_gpt(model, tok, tmp_path / "t.safetensors")
+    loaded, tok2 = attnlib.load_tiny_gpt(path)
+    assert tok2.itos == order and tok2.encode("ka") == [0, 10] and tok2.decode([0, 10]) == "ka"
+    with torch.no_grad():
+        ids = torch.tensor([tok.encode("kab")])
+        assert torch.equal(loaded(torch.tensor([tok2.encode("kab")])).logits, model(ids).logits)
+
+
+def test_load_tiny_gpt_refuses_a_repeated_character(tmp_path):
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    tok = attnlib.CharTokenizer("abcdefghijk")
+    path = attnlib.save_tiny_gpt(gpt(), tok, tmp_path / "t.safetensors")
+    with safe_open(str(path), framework="pt") as f:
+        meta, state = f.metadata(), {k: f.get_tensor(k) for k in f.keys()}
+    meta["vocab"] = '["a", "a", "c", "d", "e", "f", "g", "h", "i", "j", "k"]'
+    save_file(state, str(path), metadata=meta)
+    with pytest.raises(ValueError, match="distinct characters"):
+        attnlib.load_tiny_gpt(path)
+
+
+def test_save_tiny_gpt_names_a_lone_surrogate(tmp_path):
+    """A bare UnicodeEncodeError from safetensors."""
+    tok = attnlib.CharTokenizer("abcdefghij\udc80")
+    with pytest.raises(ValueError, match="tokenizer.*lone surrogate '\\\\udc80'"):
+        attnlib.save_tiny_gpt(gpt(), tok, tmp_path / "t.safetensors")
+    with pytest.raises(ValueError, match="extra.*lone surrogate"):
+        attnlib.save_tiny_gpt(gpt(), attnlib.CharTokenizer("abcdefghijk"),
+                              tmp_path / "t.safetensors", extra={"note": "\ud800"})
