@@ -251,3 +251,43 @@ def test_save_tiny_gpt_names_a_lone_surrogate(tmp_path):
     with pytest.raises(ValueError, match="extra.*lone surrogate"):
         attnlib.save_tiny_gpt(gpt(), attnlib.CharTokenizer("abcdefghijk"),
                               tmp_path / "t.safetensors", extra={"note": "\ud800"})
+
+
+# --- 6. quantizing the largest float32 weights ---------------------------------------------------
+HUGE = torch.tensor([[3e38, -3e38, 1.0, -2.0, 0.0, 3e38, -1e38, 2e38] * 8])  # (1, 64)
+F32_MAX = torch.finfo(torch.float32).max
+
+
+@pytest.mark.parametrize("scheme, kw, step", [
+    ("int8", {}, 3e38 / 127), ("rows", {"bits": 4}, 3e38 / 7),
+    ("groupwise", {"bits": 4, "block": 32}, 6e38 / 15),
+    ("groupwise", {"bits": 2, "block": 64}, 6e38 / 3), ("nf4", {"block": 64}, 3e38 * 0.2)])
+def test_quantizing_pm_3e38_is_finite_and_right(scheme, kw, step):
+    """Group-wise: max - min overflowed, NaN codes and weights, silently; per row at float32's
+    largest weight, a scale rounded up made top * scale inf. (NF4 was right in float32.)"""
+    for w in (HUGE, HUGE.clamp(-F32_MAX, F32_MAX).sign() * F32_MAX):
+        back = quant.round_trip(w, scheme, **kw)
+        assert torch.isfinite(back).all(), scheme
+        assert ((back.double() - w.double()).abs() <= step).all(), scheme
+
+
+def test_quantize_linears_of_huge_weights_is_finite():
+    layer = nn.Linear(64, 1, bias=False)
+    with torch.no_grad():
+        layer.weight.copy_(HUGE)
+    model = quant.quantize_linears(nn.Sequential(layer), lambda w: quant.round_trip(w, "groupwise"))
+    assert torch.isfinite(model[0].weight).all()
+    q, d, m = quant.quantize_groupwise(HUGE, 4, 32)
+    assert q.dtype == torch.uint8 and torch.isfinite(d).all() and torch.isfinite(m).all()
+
+
+def test_weights_that_float32_or_float16_cannot_hold_are_refused():
+    with pytest.raises(ValueError, match="w holds .* past float32's range"):
+        quant.quantize_rows(torch.tensor([[1e300, 1.0]], dtype=torch.float64))
+    with pytest.raises(ValueError, match="half_params=True.*float16"):
+        quant.quantize_groupwise(torch.tensor([[1e6, 0.0] * 16]), 4, 32, half_params=True)
+    with pytest.raises(ValueError, match="bits >= 2"):
+        quant.quantize_groupwise(HUGE, 1, 32)
+    q, d, m = quant.quantize_groupwise(torch.tensor([[1e6, 0.0] * 16]), 4, 32)
+    with pytest.raises(ValueError, match="Q4_1 keeps scale and minimum in float16"):
+        quant.pack_q4_1(q, d, m)
