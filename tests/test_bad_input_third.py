@@ -291,3 +291,58 @@ def test_weights_that_float32_or_float16_cannot_hold_are_refused():
     q, d, m = quant.quantize_groupwise(torch.tensor([[1e6, 0.0] * 16]), 4, 32)
     with pytest.raises(ValueError, match="Q4_1 keeps scale and minimum in float16"):
         quant.pack_q4_1(q, d, m)
+
+
+# --- 7. train ------------------------------------------------------------------------------------
+def test_train_refuses_an_encoder_clearly():
+    """An AttributeError ('NoneType' object has no attribute 'shape')."""
+    torch.manual_seed(0)
+    enc = attnlib.Encoder(TransformerConfig(**SMALL))
+    with pytest.raises(TypeError, match="next-token model.*GPT.*Encoder returns hidden states"):
+        attnlib.train(enc, torch.arange(40) % 11, steps=1, batch_size=2, block_size=4)
+
+
+def test_train_refuses_data_of_the_other_kind():
+    pairs = (torch.randint(0, 11, (6, 5)), torch.randint(0, 11, (6, 4)))
+    with pytest.raises(TypeError, match=r"\(src, tgt\) pairs.*GPT"):
+        attnlib.train(gpt(), pairs, steps=1, batch_size=2, bos_id=1)
+    torch.manual_seed(0)
+    s2s = attnlib.EncoderDecoder(TransformerConfig(**SMALL))
+    with pytest.raises(TypeError, match="one sequence of ids per row.*EncoderDecoder"):
+        attnlib.train(s2s, torch.arange(40) % 11, steps=1, batch_size=2, block_size=4)
+
+
+@pytest.mark.parametrize("bos", [np.int64(1), torch.tensor(1)])
+def test_train_takes_a_numpy_or_tensor_bos_id(bos):
+    """Passed train's check, then a TypeError from teacher_forcing."""
+    torch.manual_seed(0)
+    s2s = attnlib.EncoderDecoder(TransformerConfig(**SMALL))
+    pairs = (torch.randint(0, 11, (6, 5)), torch.randint(0, 11, (6, 4)))
+    losses = attnlib.train(s2s, pairs, steps=2, batch_size=2, bos_id=bos, pad_id=np.int64(0))
+    assert len(losses) == 2
+    torch.manual_seed(0)
+    again = attnlib.EncoderDecoder(TransformerConfig(**SMALL))
+    assert attnlib.train(again, pairs, steps=2, batch_size=2, bos_id=1, pad_id=0) == losses
+    decoder_input, _ = teacher_forcing(torch.tensor([[3, 4]]), bos)
+    assert decoder_input.tolist() == [[1, 3]]
+
+
+def test_train_many_refuses_models_that_share_parameters():
+    """Two threads trained one parameter at once."""
+    a, b, c = gpt(), gpt(), gpt()
+    b.layers[1] = a.layers[1]  # the same module inside two models
+    with pytest.raises(ValueError, match=r"models\[1\] and models\[3\] share parameters"):
+        attnlib.train_many([c, a, gpt(), b], torch.arange(40) % 11, seeds=[0, 1, 2, 3], steps=1,
+                           batch_size=2, block_size=4)
+    tied = gpt()
+    tied.embed.tok_emb.weight = c.embed.tok_emb.weight  # tied by hand
+    with pytest.raises(ValueError, match=r"models\[0\] and models\[1\] share parameters.*tok_emb"):
+        attnlib.train_many([c, tied], torch.arange(40) % 11, seeds=[0, 1], steps=1, batch_size=2,
+                           block_size=4)
+    frozen = gpt()  # a shared module that neither trains is only read: fine
+    other = gpt()
+    other.layers[0] = frozen.layers[0]
+    frozen.layers[0].requires_grad_(False)
+    histories = attnlib.train_many([frozen, other], torch.arange(40) % 11, seeds=[0, 1], steps=1,
+                                   batch_size=2, block_size=4)
+    assert len(histories) == 2
