@@ -142,6 +142,8 @@ class Encoder(nn.Module):
 
     def __init__(self, cfg: TransformerConfig) -> None:
         super().__init__()
+        if not isinstance(cfg, TransformerConfig):
+            raise TypeError(f"cfg must be an attnlib.TransformerConfig, got {type(cfg).__name__}")
         self.cfg = cfg
         self.embed = Embeddings(cfg)
         self.rope = _rope(cfg)
@@ -196,6 +198,8 @@ class EncoderDecoder(nn.Module):
 
     def __init__(self, cfg: TransformerConfig) -> None:
         super().__init__()
+        if not isinstance(cfg, TransformerConfig):
+            raise TypeError(f"cfg must be an attnlib.TransformerConfig, got {type(cfg).__name__}")
         self.cfg = cfg
         self.encoder = Encoder(cfg)
         self.decoder_layers = nn.ModuleList(DecoderLayer.from_config(cfg, cross_attention=True)

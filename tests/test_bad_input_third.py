@@ -346,3 +346,35 @@ def test_train_many_refuses_models_that_share_parameters():
     histories = attnlib.train_many([frozen, other], torch.arange(40) % 11, seeds=[0, 1], steps=1,
                                    batch_size=2, block_size=4)
     assert len(histories) == 2
+
+
+# --- 8. constructors and colour maps -------------------------------------------------------------
+@pytest.mark.parametrize("cls", [attnlib.GPT, attnlib.Encoder, attnlib.EncoderDecoder])
+def test_models_refuse_a_missing_config(cls):
+    """Encoder(None) was an AttributeError."""
+    with pytest.raises(TypeError, match="cfg must be an attnlib.TransformerConfig, got NoneType"):
+        cls(None)
+
+
+W3 = torch.softmax(torch.randn(3, 3, generator=torch.Generator().manual_seed(0)), -1)
+
+
+def _live(cmap):
+    tok = attnlib.CharTokenizer("abcdefghijk")
+    return attnlib.viz.live_model(gpt(), tok, prompt="abc", cmap=cmap, lab=False)
+
+
+@pytest.mark.parametrize("make", [lambda c: attnlib.viz.heatmap(W3, ["a", "b", "c"], cmap=c),
+                                  lambda c: attnlib.viz.explorer(W3, ["a", "b", "c"], cmap=c),
+                                  _live])
+def test_an_unknown_colormap_names_the_argument(make):
+    import matplotlib.pyplot as plt
+
+    figures = plt.get_fignums()
+    with pytest.raises(ValueError, match="cmap='nope'"):
+        make("nope")
+    with pytest.raises(TypeError, match="cmap=3"):
+        make(3)
+    with pytest.raises(ValueError, match="cmap=''"):
+        make("")  # not silently the default
+    assert plt.get_fignums() == figures  # refused before a figure was opened

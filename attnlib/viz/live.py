@@ -22,7 +22,7 @@ from .._checks import as_int, as_real
 from ..lora import LoRALinear, merge_lora
 from ..models import GPT
 from ..tokenizers import CharTokenizer
-from ._common import HtmlOutput, standalone_page
+from ._common import HtmlOutput, check_cmap, standalone_page
 from .explorer import _RENDERED, _asset, _json_for_script, _palette
 
 __all__ = ["LiveModel", "live_model"]
@@ -192,6 +192,7 @@ def live_model(gpt: GPT, tokenizer: CharTokenizer, *, title: Optional[str] = Non
     if isinstance(gpt, GPT) and any(isinstance(m, LoRALinear) for m in gpt.modules()):
         gpt = merge_lora(gpt)  # the page runs plain weights: the adapters folded in
     _check_supported(gpt, tokenizer)
+    cmap = "viridis" if cmap is None else check_cmap(cmap)
     if weights not in _DTYPES:
         raise ValueError(f"weights must be one of {sorted(_DTYPES)}, got {weights!r}")
     for name, x in (("temperature", temperature), ("top_p", top_p)):
@@ -232,7 +233,7 @@ def live_model(gpt: GPT, tokenizer: CharTokenizer, *, title: Optional[str] = Non
         "vocab": list(tokenizer.itos), "weightsDtype": weights, "tensors": index, "blob": blob,
         "prompt": prompt, "sampling": {"temperature": float(temperature), "topK": int(top_k),
                                        "topP": float(top_p), "seed": int(seed)},
-        "palette": _palette(cmap or "viridis"), "paletteDiv": _palette("RdBu_r"),
+        "palette": _palette(cmap), "paletteDiv": _palette("RdBu_r"),
         "lab": bool(lab), "experiments": _experiments(experiments, cfg, tokenizer),
     }
     live = LiveModel(payload, gpt, values, "")
