@@ -30,7 +30,8 @@ class RMSNorm(nn.Module):
     """Root-mean-square normalisation over the last dim, with a learned gain (no bias).
 
     Equal to ``torch.nn.RMSNorm(dim, eps=eps)``. The statistic is computed in float32 even for
-    bf16/fp16 inputs (as Hugging Face's Llama does); the result has the input's dtype.
+    bf16/fp16 inputs (as Hugging Face's Llama does), in float64 for float64 inputs; the result has
+    the input's dtype. Rows too large to square (float32: |x| past ~1e19) are scaled down first.
 
     Args:
         dim: width C of the normalised (last) dim.
@@ -53,8 +54,14 @@ class RMSNorm(nn.Module):
             raise ValueError(f"x must have shape (..., dim={self.dim}), got {shape}")
         if not x.is_floating_point():
             raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}; e.g. x.float()")
-        h = x.float()
-        rms_inv = torch.rsqrt(h.pow(2).mean(dim=-1, keepdim=True) + self.eps)  # (..., 1): 1 / RMS(x)
+        h = x.to(torch.float64 if x.dtype == torch.float64 else torch.float32)
+        # x^2 overflows past ~1e19 in float32: a row with |x| > 2^40 is scaled down to 2^40 first
+        # (RMSNorm(s x), with eps s^2, is RMSNorm(x)); s = 1 exactly for every other row
+        big = h.detach().abs().amax(dim=-1, keepdim=True)                             # (..., 1)
+        s = 2.0 ** 40 / big.clamp(2.0 ** 40, torch.finfo(h.dtype).max)  # an inf row stays inf
+        h = h * s
+        ms = h.pow(2).mean(dim=-1, keepdim=True)                                      # (..., 1)
+        rms_inv = torch.rsqrt(torch.addcmul(ms, s, s, value=self.eps))  # 1 / RMS(x s), eps s^2
         return (h * rms_inv).to(x.dtype) * self.weight.to(x.dtype)  # (..., C)
 
     def extra_repr(self) -> str:

@@ -34,6 +34,10 @@ NF4_LEVELS = (-1.0, -0.6961928009986877, -0.5250730514526367, -0.394917488098144
               0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1.0)
 
 
+_F32_MAX = torch.finfo(torch.float32).max
+_F16_MAX = torch.finfo(torch.float16).max
+
+
 def _check_weight(w: Tensor, name: str = "w") -> None:
     if not isinstance(w, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(w).__name__}")
@@ -45,6 +49,11 @@ def _check_weight(w: Tensor, name: str = "w") -> None:
     if not bool(torch.isfinite(w).all()):
         raise ValueError(f"{name} holds NaN or inf: a scale computed from it would spoil every code of "
                          f"its row or block")
+    big = float(w.abs().max()) if w.dtype == torch.float64 and w.numel() else 0.0
+    if big > _F32_MAX:
+        raise ValueError(f"{name} holds |{name}| up to {big:.3g}, past float32's range "
+                         f"({_F32_MAX:.3g}), where the codes' scales are kept; scale {name} "
+                         f"down first")
 
 
 def _check_codes(q: Tensor, params: tuple[Tensor, ...], kind: str, top: int = 0, low: int = 0, *,
@@ -96,6 +105,9 @@ def quantize_rows(w: Tensor, bits: int = 8) -> tuple[Tensor, Tensor]:
         raise ValueError(f"bits must be an int in 2..8 for per-row codes stored in int8, got {bits!r}")
     top = 2 ** (bits - 1) - 1
     scale = w.float().abs().amax(dim=-1, keepdim=True) / top             # (..., 1)
+    # at float32's largest weights, a scale rounded up would put top * scale past the range
+    below = torch.nextafter(scale, torch.zeros_like(scale))
+    scale = torch.where(torch.isinf(scale * top), below, scale)
     safe = torch.where(scale == 0, torch.ones_like(scale), scale)        # an all-zero row: q = 0
     q = torch.round(w.float() / safe).clamp(-top, top).to(torch.int8)    # (..., C)
     return q, scale
@@ -121,6 +133,9 @@ def quantize_groupwise(w: Tensor, bits: int = 4, block: int = 32, *,
         half_params: store the scale and minimum as float16 (as GGUF does); the codes are computed
             with the float32 scale, as llama.cpp does.
 
+    A block whose float32 arithmetic overflows (max - min past float32's range) is computed in
+    float64 instead, so weights up to float32's largest still round-trip.
+
     Returns:
         (q (..., C/block, block) uint8, scale (..., C/block, 1), minimum (..., C/block, 1)),
         float32 (values rounded to float16 when half_params) with ``w ~ q * scale + minimum``.
@@ -129,13 +144,35 @@ def quantize_groupwise(w: Tensor, bits: int = 4, block: int = 32, *,
     if not isinstance(bits, int) or not 1 <= bits <= 8:
         raise ValueError(f"bits must be an int in 1..8 for codes stored in uint8, got {bits!r}")
     x = _blocks(w.float(), block)                                        # (..., n, block)
+    q, d, lo = _groupwise(x, bits)
+    if not bool(torch.isfinite(d).all()):
+        # float32 as llama.cpp computes it overflows (max - min past 3.4e38, 1 / d of a tiny d):
+        # the same arithmetic in float64 is right, and its scale fits float32 unless bits = 1
+        q, d, lo = _groupwise(x.double(), bits)
+        if float(d.max()) > _F32_MAX:
+            raise ValueError(f"w has a block whose max - min ({float(d.max()):.3g}) is "
+                             f"past float32's range, so its scale cannot be kept; use bits >= 2 "
+                             f"or scale w down")
+        d, lo = d.float(), lo.float()
+    if half_params:
+        d16, lo16 = d.half(), lo.half()
+        if not bool(torch.isfinite(d16).all() and torch.isfinite(lo16).all()):
+            big = max(float(d.max()), float(lo.abs().max()))
+            raise ValueError(f"half_params=True keeps each block's scale and minimum in float16 "
+                             f"(|x| <= {_F16_MAX:g}), but w needs {big:.3g}; pass "
+                             f"half_params=False or scale w down")
+        d, lo = d16.float(), lo16.float()
+    return q, d, lo
+
+
+def _groupwise(x: Tensor, bits: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Codes, scale and minimum of blocks x (..., n, block), in x's dtype; a scale that is not
+    finite (or whose inverse is not) comes back as inf, for the caller to redo in float64."""
     lo = x.amin(dim=-1, keepdim=True)                                    # (..., n, 1)
     d = (x.amax(dim=-1, keepdim=True) - lo) / (2 ** bits - 1)
     inv = torch.where(d == 0, torch.zeros_like(d), 1.0 / d)             # a constant block: q = 0
     q = torch.trunc((x - lo) * inv + 0.5).clamp(0, 2 ** bits - 1).to(torch.uint8)
-    if half_params:
-        d, lo = d.half().float(), lo.half().float()
-    return q, d, lo
+    return q, torch.where(torch.isfinite(inv), d, torch.inf), lo
 
 
 def dequantize_groupwise(q: Tensor, scale: Tensor, minimum: Tensor) -> Tensor:
@@ -144,6 +181,8 @@ def dequantize_groupwise(q: Tensor, scale: Tensor, minimum: Tensor) -> Tensor:
     if q.dim() < 2:
         raise ValueError(f"group-wise codes have shape (..., n_blocks, block), got {tuple(q.shape)}")
     w = q.float() * scale + minimum                                      # (..., n, block)
+    if not bool(torch.isfinite(w).all()):  # d * q past float32's range although d * q + m is not
+        w = (q.double() * scale.double() + minimum.double()).float()
     return w.reshape(*w.shape[:-2], -1)
 
 
@@ -160,11 +199,14 @@ def pack_q4_1(q: Tensor, scale: Tensor, minimum: Tensor) -> Tensor:
     if q.shape[-1] != 32 or q.numel() == 0:
         raise ValueError(f"Q4_1 needs blocks of 32 four-bit codes (0..15), got shape {tuple(q.shape)}; "
                          f"use quantize_groupwise(w, 4, 32)")
+    d, m = scale.reshape(-1, 1).half(), minimum.reshape(-1, 1).half()  # (N, 1) each
+    if not bool(torch.isfinite(d).all() and torch.isfinite(m).all()):
+        big = max(float(scale.abs().max()), float(minimum.abs().max()))
+        raise ValueError(f"Q4_1 keeps scale and minimum in float16 (|x| <= {_F16_MAX:g}), got "
+                         f"{big:.3g}: these weights do not fit Q4_1 blocks")
     q = q.reshape(-1, 32).to(torch.uint8)                                # (N, 32)
     nibbles = q[:, :16] | (q[:, 16:] << 4)                               # (N, 16)
-    d = scale.reshape(-1, 1).half().view(torch.uint8)                    # (N, 2)
-    m = minimum.reshape(-1, 1).half().view(torch.uint8)                  # (N, 2)
-    return torch.cat([d, m, nibbles], dim=1)                             # (N, 20)
+    return torch.cat([d.view(torch.uint8), m.view(torch.uint8), nibbles], dim=1)  # (N, 20)
 
 
 def unpack_q4_1(blocks: Tensor) -> tuple[Tensor, Tensor, Tensor]:

@@ -15,7 +15,7 @@ Regenerate the committed file (only when the recipe changes)::
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -23,6 +23,7 @@ from typing import Any, Optional, Union
 import torch
 
 from .config import TransformerConfig
+from .lora import LoRALinear, merge_lora
 from .models import GPT
 from .tokenizers import CharTokenizer
 from .pretrained._common import MissingEntry, load_exact
@@ -93,21 +94,41 @@ def save_tiny_gpt(model: GPT, tokenizer: CharTokenizer, path: PathLike, *,
     if tokenizer.vocab_size != model.cfg.vocab_size:
         raise ValueError(f"tokenizer has {tokenizer.vocab_size} entries but the model's vocab_size "
                          f"is {model.cfg.vocab_size}")
+    for i, c in enumerate(tokenizer.itos):
+        _check_utf8("tokenizer", c, f"its vocabulary (id {i})")
+    if any(isinstance(m, LoRALinear) for m in model.modules()):
+        model = merge_lora(model)  # the file holds plain GPT weights: the adapters folded in
+    # a head tied in the config but not in fact (an adapter merged into it) is stored on its own
+    tied = model.cfg.tie_weights and model.lm_head.weight is model.embed.tok_emb.weight
+    cfg = replace(model.cfg, tie_weights=tied) if tied != model.cfg.tie_weights else model.cfg
     # tied weights are one tensor: store it once (lm_head.weight is rebuilt by GPT(cfg))
     state = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.state_dict().items()
-             if not (model.cfg.tie_weights and k == "lm_head.weight")}
+             if not (tied and k == "lm_head.weight")}
     extra = {} if extra is None else extra
     if not isinstance(extra, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in extra.items()):
         raise TypeError(f"extra must be a dict of str to str (safetensors metadata), got {extra!r}")
     clash = sorted({"format", "config", "vocab"} & set(extra))
     if clash:
         raise ValueError(f"extra may not set {clash}: the file's own metadata (the model and its vocabulary)")
-    meta = {"format": _FORMAT, "config": json.dumps(asdict(model.cfg), sort_keys=True),
-            "vocab": json.dumps(tokenizer.itos, ensure_ascii=False), **(extra or {})}
+    for k, v in extra.items():
+        _check_utf8("extra", k + v, f"the entry {k!r}: {v!r}")
+    meta = {"format": _FORMAT, "config": json.dumps(asdict(cfg), sort_keys=True),
+            "vocab": json.dumps(tokenizer.itos, ensure_ascii=False), **extra}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file(state, str(path), metadata=meta)
     return path
+
+
+def _check_utf8(name: str, text: str, where: str) -> None:
+    """The file's metadata is UTF-8: a lone surrogate (half of a UTF-16 pair) has no UTF-8 form."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{name}: {where} holds a lone surrogate {text[e.start]!r}, which is not "
+                         f"a character and cannot be stored in the file's UTF-8 metadata; build "
+                         f"{name} from text without it, e.g. text.encode('utf-8', 'replace')"
+                         f".decode('utf-8')") from None
 
 
 def load_tiny_gpt(path: Optional[PathLike] = None) -> tuple[GPT, CharTokenizer]:
@@ -141,7 +162,13 @@ def load_tiny_gpt(path: Optional[PathLike] = None) -> tuple[GPT, CharTokenizer]:
         vocab = json.loads(meta["vocab"])
     except (TypeError, json.JSONDecodeError) as e:
         raise ValueError(f"{path}: the metadata's config or vocabulary cannot be read ({e})") from None
-    tok = CharTokenizer(vocab)
+    if not (isinstance(vocab, list) and all(isinstance(c, str) for c in vocab)
+            and len(set(vocab)) == len(vocab)):  # a repeated character would have two ids
+        raise ValueError(f"{path}: the vocabulary must be a list of distinct characters, "
+                         f"got {vocab!r:.200}")
+    tok = CharTokenizer(vocab)  # checks that the entries are single characters
+    # id i is the character it was trained as: keep the file's order (CharTokenizer sorts)
+    tok.itos, tok.stoi = list(vocab), {c: i for i, c in enumerate(vocab)}
     if tok.vocab_size != cfg.vocab_size:
         raise ValueError(f"{path}: the vocabulary has {tok.vocab_size} characters but the model's config has "
                          f"vocab_size={cfg.vocab_size}")

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ._checks import as_int, as_real, check_generator
+from .models import GPT, Encoder, EncoderDecoder
 
 IGNORE_INDEX = -100  # targets equal to this are left out of the loss (PyTorch's default)
 Pairs = tuple[Tensor, Tensor]
@@ -57,9 +58,9 @@ def teacher_forcing(tgt_ids: Tensor, bos_id: int) -> tuple[Tensor, Tensor]:
         raise TypeError(f"tgt_ids must be an integer tensor, got dtype {tgt_ids.dtype}")
     if tgt_ids.dim() != 2 or tgt_ids.shape[1] < 1:
         raise ValueError(f"tgt_ids must have shape (B, T) with T >= 1, got {tuple(tgt_ids.shape)}")
-    if isinstance(bos_id, bool) or not isinstance(bos_id, int):
+    if as_int(bos_id) is None:  # numpy ints and 0-d tensors are ints too
         raise TypeError(f"bos_id must be an int, got {bos_id!r}")
-    bos = torch.full_like(tgt_ids[:, :1], bos_id)  # (B, 1)
+    bos = torch.full_like(tgt_ids[:, :1], as_int(bos_id))  # (B, 1)
     return torch.cat([bos, tgt_ids[:, :-1]], dim=1), tgt_ids  # (B, T) each
 
 
@@ -103,6 +104,10 @@ def sample_batch(data: Data, batch_size: int, block_size: Optional[int],
         rows = torch.randint(0, data.shape[0], (batch_size,), generator=generator)
         return data[rows]  # (B, L)
     raise ValueError(f"data must be 1-D (a corpus) or 2-D (N, L) sequences, got shape {tuple(data.shape)}")
+
+
+_TAKES = ("an attnlib.GPT (or any module mapping ids (B, T) to logits (B, T, V)) with a corpus "
+          "or (N, L) sequences, or an attnlib.EncoderDecoder with (src, tgt) pairs and bos_id")
 
 
 def train(
@@ -149,6 +154,9 @@ def train(
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module (e.g. attnlib.GPT), got {type(model).__name__}")
+    if isinstance(model, Encoder):
+        raise TypeError(f"train trains a next-token model: {_TAKES}; an attnlib.Encoder returns "
+                        f"hidden states, not next-token logits (train it with a loop of your own)")
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a positive int, got {steps!r}")
     for name, n in (("batch_size", batch_size), ("block_size", block_size)):
@@ -171,6 +179,7 @@ def train(
     for name, tok in (("bos_id", bos_id), ("pad_id", pad_id)):
         if tok is not None and (as_int(tok) is None):
             raise TypeError(f"{name} must be an int token id or None, got {name}={tok!r}")
+    bos_id, pad_id = (None if t is None else as_int(t) for t in (bos_id, pad_id))  # plain ints
     generator = torch.Generator().manual_seed(0) if generator is None else generator
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
@@ -189,12 +198,22 @@ def train(
     try:  # the caller's mode comes back however the loop ends (an error, a callback's, Ctrl-C)
         for step in rng:
             batch = sample_batch(data, batch_size, block_size, generator)
-            if isinstance(batch, (tuple, list)):
+            pairs = isinstance(batch, (tuple, list))
+            seq2seq = isinstance(model, EncoderDecoder)
+            if (isinstance(model, GPT) or seq2seq) and pairs != seq2seq:
+                got = "(src, tgt) pairs" if pairs else "one sequence of ids per row"
+                raise TypeError(f"data gives {got}, which an attnlib.{type(model).__name__} "
+                                f"does not take: train takes {_TAKES}")
+            if pairs:
                 out, targets = _seq2seq_forward(model, batch, bos_id, pad_id, device)
             else:
                 inputs, targets = shift_targets(batch.to(device))
                 out = model(inputs)
             logits = out.logits if hasattr(out, "logits") else out  # (B, T, V)
+            if not isinstance(logits, Tensor) or logits.dim() != 3:
+                got = tuple(logits.shape) if isinstance(logits, Tensor) else type(logits).__name__
+                raise TypeError(f"model must return next-token logits (B, T, V), directly or as "
+                                f".logits; got {got}. train takes {_TAKES}")
             if logits.shape[:2] != targets.shape:
                 raise ValueError(f"model returned logits {tuple(logits.shape)} for targets {tuple(targets.shape)}")
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
@@ -247,6 +266,23 @@ def _seq2seq_forward(model: nn.Module, batch: Sequence[Tensor], bos_id: Optional
     return model(src, decoder_input, src_attention_mask=src_mask), targets
 
 
+def _check_unshared(models: list[nn.Module]) -> None:
+    """Parameters two models share (the same module in both, weights tied by hand) would be
+    updated by two threads at once; shared frozen ones are only read, and are fine."""
+    seen: dict[tuple, tuple[int, str, bool]] = {}  # memory -> (first model, its name, trained there)
+    for i, m in enumerate(models):
+        for name, p in m.named_parameters():
+            if p.device.type == "meta" or not p.numel():
+                continue
+            key = (p.device, p.untyped_storage().data_ptr())
+            j, first, trained = seen.setdefault(key, (i, name, p.requires_grad))
+            if j != i and (trained or p.requires_grad):
+                raise ValueError(f"models[{j}] and models[{i}] share parameters ({first} of "
+                                 f"models[{j}] is {name} of models[{i}]): two threads would update "
+                                 f"them at once; give each model its own copy (copy.deepcopy) or "
+                                 f"train them one after the other with attnlib.train")
+
+
 def train_many(models: Sequence[nn.Module], data: Data, *, seeds: Sequence[int], workers: Optional[int] = None,
                **kwargs: Any) -> list[list[float]]:
     """:func:`train` for several models at once, each on its own CPU core; their loss histories.
@@ -269,6 +305,7 @@ def train_many(models: Sequence[nn.Module], data: Data, *, seeds: Sequence[int],
         raise TypeError("models must be a non-empty list of torch.nn.Modules (e.g. attnlib.GPT)")
     if len({id(m) for m in models}) != len(models):
         raise ValueError("the same model appears twice in models: two threads would train it at once")
+    _check_unshared(models)
     if len(seeds) != len(models) or any(as_int(s) is None for s in seeds):
         raise ValueError(f"seeds must hold one int per model: {len(models)} models, got seeds={seeds!r}")
     if "generator" in kwargs:

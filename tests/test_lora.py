@@ -35,7 +35,9 @@ def test_starts_equal_to_the_base_and_freezes_it():
     assert lora.lora_A.shape == (4, 12) and lora.lora_B.shape == (8, 4)
     assert not base.weight.requires_grad and not base.bias.requires_grad
     assert [n for n, p in lora.named_parameters() if p.requires_grad] == ["lora_A", "lora_B"]
-    assert lora.weight is base.weight and lora.in_features == 12 and lora.out_features == 8
+    # .weight is the effective weight W + (alpha / r) B A: W itself while B = 0
+    assert torch.equal(lora.weight, base.weight)
+    assert lora.in_features == 12 and lora.out_features == 8
     # A's scale: std 1 / sqrt(in), so x A^T has the size of x's entries
     big = LoRALinear(_linear(4096, 4), 64, generator=torch.Generator().manual_seed(0))
     assert abs(big.lora_A.std().item() * math.sqrt(4096) - 1) < 0.02

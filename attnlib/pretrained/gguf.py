@@ -20,6 +20,7 @@ rotate-half RoPE of :class:`attnlib.RotaryEmbedding`.
 from __future__ import annotations
 
 import importlib.util
+import math
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .._checks import as_int, as_real
 from ..quant import dequantize_groupwise, unpack_q4_1
+from ._common import MissingEntry
 
 GGUF_PIP = "gguf"
 BLOCK = 32  # weights per quantization block (Q4_1, Q8_0)
@@ -170,20 +173,56 @@ def read_metadata(reader: Any) -> dict[str, Any]:
     return {k: f.contents() for k, f in reader.fields.items() if not k.startswith("GGUF.")}
 
 
-def llama_hf_config(meta: dict[str, Any]) -> dict[str, Any]:
-    """A Hugging Face ``LlamaConfig``-style dict from a GGUF file's ``llama.*`` metadata."""
+def llama_hf_config(meta: dict[str, Any], source: str = "the GGUF file") -> dict[str, Any]:
+    """A Hugging Face ``LlamaConfig``-style dict from a GGUF file's ``llama.*`` metadata.
+
+    A missing or impossible size (no head count, 0 heads, a width the heads do not divide) is a
+    ValueError that names the key and ``source`` (the file)."""
     if meta.get("general.architecture") != "llama":
-        raise ValueError(f"expected a GGUF file of architecture 'llama', got {meta.get('general.architecture')!r}")
-    g = lambda key, default=None: meta.get(f"llama.{key}", default)  # noqa: E731
-    d, heads = g("embedding_length"), g("attention.head_count")
-    theta = float(g("rope.freq_base", 10000.0))
+        raise ValueError(f"{source}: expected a GGUF file of architecture 'llama', got "
+                         f"{meta.get('general.architecture')!r}")
+
+    def need(key: str, default: Any = None) -> Any:
+        if f"llama.{key}" not in meta and default is None:
+            raise MissingEntry(f"{source} has no metadata key 'llama.{key}', which a Llama GGUF "
+                               f"file needs; the file is incomplete or was not written for llama")
+        return meta.get(f"llama.{key}", default)
+
+    def size(key: str, default: Any = None) -> int:
+        value = need(key, default)
+        if as_int(value) is None or as_int(value) < 1:
+            raise ValueError(f"{source}: metadata 'llama.{key}' must be an int >= 1, got {value!r}")
+        return as_int(value)
+
+    d, heads = size("embedding_length"), size("attention.head_count")
+    kv_heads = size("attention.head_count_kv", heads)
+    if d % heads or heads % kv_heads:
+        raise ValueError(f"{source}: metadata 'llama.attention.head_count'={heads} must divide "
+                         f"'llama.embedding_length'={d}, and 'llama.attention.head_count_kv'="
+                         f"{kv_heads} must divide it")
+    eps = as_real(need("attention.layer_norm_rms_epsilon"))
+    if eps is None or not 0 < eps < math.inf:
+        raise ValueError(f"{source}: metadata 'llama.attention.layer_norm_rms_epsilon' must be a "
+                         f"positive number, got {meta['llama.attention.layer_norm_rms_epsilon']!r}")
+    theta = as_real(need("rope.freq_base", 10000.0))
+    if theta is None or not 0 < theta < math.inf:
+        raise ValueError(f"{source}: metadata 'llama.rope.freq_base' must be a positive number, "
+                         f"got {meta['llama.rope.freq_base']!r}")
+    if "llama.vocab_size" in meta:
+        vocab = size("vocab_size")
+    elif "tokenizer.ggml.tokens" in meta:
+        vocab = len(meta["tokenizer.ggml.tokens"])
+    else:
+        raise MissingEntry(f"{source} has neither 'llama.vocab_size' nor 'tokenizer.ggml.tokens' "
+                           f"in its metadata: the vocabulary size is unknown")
     return {
         "model_type": "llama", "architectures": ["LlamaForCausalLM"],
-        "vocab_size": g("vocab_size") or len(meta["tokenizer.ggml.tokens"]), "hidden_size": d,
-        "intermediate_size": g("feed_forward_length"), "num_hidden_layers": g("block_count"),
-        "num_attention_heads": heads, "num_key_value_heads": g("attention.head_count_kv", heads),
-        "head_dim": d // heads, "hidden_act": "silu", "max_position_embeddings": g("context_length"),
-        "rms_norm_eps": float(g("attention.layer_norm_rms_epsilon")), "rope_theta": theta,
+        "vocab_size": vocab, "hidden_size": d,
+        "intermediate_size": size("feed_forward_length"), "num_hidden_layers": size("block_count"),
+        "num_attention_heads": heads, "num_key_value_heads": kv_heads,
+        "head_dim": d // heads, "hidden_act": "silu",
+        "max_position_embeddings": size("context_length"),
+        "rms_norm_eps": eps, "rope_theta": theta,
         "rope_parameters": {"rope_type": "default", "rope_theta": theta},
         "attention_bias": False, "mlp_bias": False,
         "bos_token_id": meta.get("tokenizer.ggml.bos_token_id"), "eos_token_id": meta.get("tokenizer.ggml.eos_token_id"),
@@ -219,5 +258,5 @@ def read_llama_gguf(path: str | Path) -> tuple[dict[str, Any], dict[str, Tensor]
     """
     reader = open_gguf(path)
     meta = read_metadata(reader)
-    config = llama_hf_config(meta)
+    config = llama_hf_config(meta, str(path))
     return config, llama_hf_state(reader, config), meta

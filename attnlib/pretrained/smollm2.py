@@ -96,9 +96,13 @@ class GGUFTokenizer:
         return [self._tok.id_to_token(i) for i in self.encode(text)]
 
     def decode(self, ids: Sequence[int] | Tensor, *, skip_special_tokens: bool = False) -> str:
-        """Text of ``ids``; ``decode(encode(s)) == s`` for every string ``s``."""
-        if isinstance(ids, Tensor):
-            ids = ids.reshape(-1)  # (1, T) from generate reads as its T ids
+        """Text of ``ids``, one sequence (T,) (or generate's (1, T)); ``decode(encode(s)) == s``."""
+        shape = tuple(getattr(ids, "shape", ()))  # a tensor or an array
+        if len(shape) == 2 and shape[0] == 1:
+            ids = ids[0]  # (1, T) from generate reads as its T ids
+        elif len(shape) > 1:  # joining the rows would make one text of several
+            raise ValueError(f"ids must be one sequence (T,), got shape {shape}; decode each row: "
+                             f"[tok.decode(row) for row in ids]")
         return self._tok.decode(token_ids(ids, self.vocab_size), skip_special_tokens=skip_special_tokens)
 
     def render_chat(self, messages: Sequence[dict[str, str]], add_generation_prompt: bool = True) -> str:

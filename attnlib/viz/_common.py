@@ -90,10 +90,12 @@ def check_cmap(cmap: Any) -> str:
     if isinstance(cmap, matplotlib.colors.Colormap):
         return cmap
     if not isinstance(cmap, str):
-        raise TypeError(f"cmap must be a matplotlib colormap name such as 'viridis', got {cmap!r}")
+        raise TypeError(f"cmap must be a matplotlib colormap name such as 'viridis' (or a "
+                        f"Colormap), got cmap={cmap!r}")
     if cmap not in matplotlib.colormaps:
-        raise ValueError(f"unknown colormap {cmap!r}; use a matplotlib colormap name such as 'viridis', "
-                         f"'magma', 'cividis' or (signed data) 'RdBu_r'")
+        raise ValueError(f"unknown colormap {cmap!r} (cmap={cmap!r}); pass cmap= a matplotlib "
+                         f"colormap name such as 'viridis', 'magma', 'cividis' or (signed data) "
+                         f"'RdBu_r'")
     return cmap
 
 

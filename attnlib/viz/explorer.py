@@ -210,6 +210,7 @@ def explorer(data: Any, row_tokens: Optional[Sequence[Any]] = None,
     """
     if not isinstance(digits, int) or not 0 <= digits <= 6:
         raise ValueError(f"digits must be an int in [0, 6], got {digits!r}")
+    cmap = default_cmap(diverging) if cmap is None else check_cmap(cmap)  # "" is not the default
     multi = isinstance(data, (list, tuple)) and (examples is not None or _is_token_list_of_lists(row_tokens))
     arrays = [to_numpy(d, f"data[{i}]") for i, d in enumerate(data)] if multi else [to_numpy(data)]
     n_ex = len(arrays)
@@ -268,7 +269,7 @@ def explorer(data: Any, row_tokens: Optional[Sequence[Any]] = None,
     payload = {
         "v": 1, "title": "" if title is None else str(title), "valueName": str(value_name),
         "digits": digits, "vmin": _round(lo), "vmax": _round(hi), "diverging": bool(diverging),
-        "palette": _palette(cmap or default_cmap(diverging)), "dims": dim_spec, "examples": ex_payload,
+        "palette": _palette(cmap), "dims": dim_spec, "examples": ex_payload,
     }
     if start is not None:  # only then: an explorer opened on its first state keeps its old HTML
         payload["initial"] = start

@@ -98,8 +98,7 @@ def heatmap(weights: Any, row_tokens: Optional[Sequence[Any]] = None,
             raise ValueError(f"colour range needs vmin < vmax, got vmin={vmin}, vmax={vmax} (vmin or "
                              "vmax=None takes that end from the data)")
         vmax = vmin + 1.0  # a constant matrix: any non-empty range shows it
-    if cmap is None:
-        cmap = default_cmap(vmin < 0 < vmax)
+    cmap = check_cmap(default_cmap(vmin < 0 < vmax) if cmap is None else cmap)  # before a figure
 
     if ax is None:
         if figsize is None:
@@ -110,7 +109,7 @@ def heatmap(weights: Any, row_tokens: Optional[Sequence[Any]] = None,
     masked = ~np.isfinite(arr) & ~np.isposinf(arr)  # -inf and NaN are "no score"; +inf is just big
     shown = np.ma.masked_array(np.where(np.isposinf(arr), vmax, arr), mask=masked)
     # bad (masked) cells transparent: the hatched patch underneath shows through
-    colormap = plt.get_cmap(check_cmap(cmap)).with_extremes(bad=(0, 0, 0, 0))
+    colormap = plt.get_cmap(cmap).with_extremes(bad=(0, 0, 0, 0))
     norm = Normalize(vmin=vmin, vmax=vmax)
     ax.add_patch(Rectangle((-0.5, -0.5), n_cols, n_rows, facecolor="0.88", edgecolor="0.55",
                            hatch="///", linewidth=0, zorder=0))

@@ -21,9 +21,10 @@ import numpy as np
 import torch
 
 from .._checks import as_int, as_real
+from ..lora import LoRALinear, merge_lora
 from ..models import GPT
 from ..tokenizers import CharTokenizer
-from ._common import HtmlOutput, standalone_page
+from ._common import HtmlOutput, check_cmap, standalone_page
 from .explorer import _asset, _json_for_script, _palette, _root_id
 
 __all__ = ["LiveModel", "live_model"]
@@ -169,7 +170,8 @@ def live_model(gpt: GPT, tokenizer: CharTokenizer, *, title: Optional[str] = Non
 
     Args:
         gpt: an attnlib.GPT (learned/sinusoidal/no positions, relu/gelu/gelu_tanh, LayerNorm, pre- or
-            post-norm, tied or untied head); tokenizer: its attnlib.CharTokenizer.
+            post-norm, tied or untied head; LoRA adapters are folded in); tokenizer: its
+            attnlib.CharTokenizer.
         title: shown above; prompt: the text the page starts with.
         weights: "float16" (half the bytes; LayerNorm and biases stay float32) or "float32".
         temperature, top_k, top_p, seed: the sampling controls' starting values (top_k 0 = off).
@@ -187,7 +189,10 @@ def live_model(gpt: GPT, tokenizer: CharTokenizer, *, title: Optional[str] = Non
     Returns:
         A ``LiveModel``; display it. ``.reference_model()`` is a GPT with the shipped weights.
     """
+    if isinstance(gpt, GPT) and any(isinstance(m, LoRALinear) for m in gpt.modules()):
+        gpt = merge_lora(gpt)  # the page runs plain weights: the adapters folded in
     _check_supported(gpt, tokenizer)
+    cmap = "viridis" if cmap is None else check_cmap(cmap)
     if weights not in _DTYPES:
         raise ValueError(f"weights must be one of {sorted(_DTYPES)}, got {weights!r}")
     for name, x in (("temperature", temperature), ("top_p", top_p)):
@@ -228,7 +233,7 @@ def live_model(gpt: GPT, tokenizer: CharTokenizer, *, title: Optional[str] = Non
         "vocab": list(tokenizer.itos), "weightsDtype": weights, "tensors": index, "blob": blob,
         "prompt": prompt, "sampling": {"temperature": float(temperature), "topK": int(top_k),
                                        "topP": float(top_p), "seed": int(seed)},
-        "palette": _palette(cmap or "viridis"), "paletteDiv": _palette("RdBu_r"),
+        "palette": _palette(cmap), "paletteDiv": _palette("RdBu_r"),
         "lab": bool(lab), "experiments": _experiments(experiments, cfg, tokenizer),
     }
     live = LiveModel(payload, gpt, values, "")
