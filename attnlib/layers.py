@@ -257,7 +257,7 @@ class Embeddings(nn.Module):
         if self.pos_emb is not None:
             x = x + self.pos_emb(positions)  # (T, C) broadcasts over the batch
         if self.type_emb is not None:
-            types = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
+            types = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids.long()
             x = x + self.type_emb(types)
         if self.norm is not None:
             x = self.norm(x)

@@ -23,9 +23,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ._checks import as_int, as_real, check_generator
-from .models import GPT, Encoder, EncoderDecoder
+from .encoder_decoder import Encoder, EncoderDecoder
+from .models import GPT
+from .outputs import IGNORE_INDEX, lm_loss
 
-IGNORE_INDEX = -100  # targets equal to this are left out of the loss (PyTorch's default)
 Pairs = tuple[Tensor, Tensor]
 Data = Union[Tensor, Pairs, Callable[[torch.Generator], Union[Tensor, Pairs]]]
 
@@ -216,8 +217,7 @@ def train(
                                 f".logits; got {got}. train takes {_TAKES}")
             if logits.shape[:2] != targets.shape:
                 raise ValueError(f"model returned logits {tuple(logits.shape)} for targets {tuple(targets.shape)}")
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
-                                   ignore_index=IGNORE_INDEX)
+            loss = lm_loss(logits, targets)  # mean cross-entropy over the targets not skipped
             value = loss.item()
             if not math.isfinite(value):  # checked before this step's update
                 if not bool((targets != IGNORE_INDEX).any()):
