@@ -78,27 +78,26 @@ def eager(t: Any = None) -> bool:
 
 
 # --- Checked once: the door and the room ---------------------------------------------------------
-class _Trust(threading.local):
-    trusted = False  # per thread: inside a call that checked its arguments at its door?
-
-
-_local = _Trust()
+_local = threading.local()  # per thread: is a call that checked its arguments running?
 
 
 def checking() -> bool:
     """Should this call check its arguments? Yes, unless a caller checked them (see
-    :class:`trusted`). Under ``torch.compile`` a check is traced once, so it always runs."""
-    return not _local.trusted or torch.compiler.is_compiling()
+    :class:`trusted`). Under ``torch.compile`` a check is traced once, so it always runs (and the
+    per-thread flag is never read there)."""
+    return torch.compiler.is_compiling() or not getattr(_local, "trusted", False)
 
 
 class trusted:
     """``with trusted():`` the calls inside skip their checks: the caller made them at the door."""
 
     def __enter__(self) -> None:
-        self.before, _local.trusted = _local.trusted, True
+        if not torch.compiler.is_compiling():
+            self.before, _local.trusted = getattr(_local, "trusted", False), True
 
     def __exit__(self, *exc: Any) -> None:
-        _local.trusted = self.before
+        if not torch.compiler.is_compiling():
+            _local.trusted = self.before
 
 
 def check_generator(generator: Any) -> None:

@@ -38,8 +38,10 @@ def attend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Optional[Tensor
     if attn_mask is not None:  # rows with no key to see: un-masked (softmax stays finite), zeroed
         attn_mask, dead = _open_dead_rows(attn_mask)
     if backend != "math" and not need_weights:  # torch's fused kernel: no weights to return
-        if attn_mask is not None and attn_mask.is_floating_point() and attn_mask.dtype != query.dtype:
-            attn_mask = _biases_in(attn_mask, query.dtype)
+        if attn_mask is not None and attn_mask.dtype not in (torch.bool, torch.float32, query.dtype):
+            # torch takes a float32 mask or one of the query's dtype; a narrower cast would round
+            # large finite biases (-1e5 in fp16) to -inf and mask rows that are not masked
+            attn_mask = attn_mask.to(torch.float64 if query.dtype == torch.float64 else torch.float32)
         out = F.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal,
                                              scale=scale, enable_gqa=enable_gqa)
         return (out if dead is None else out.masked_fill(dead, 0.0)), None
@@ -68,16 +70,6 @@ def _open_dead_rows(mask: Tensor) -> tuple[Tensor, Tensor]:
         return mask | dead, dead
     dead = torch.isneginf(mask).all(dim=-1, keepdim=True)
     return mask.masked_fill(dead, 0.0), dead
-
-
-def _biases_in(mask: Tensor, dtype: torch.dtype) -> Tensor:
-    """A float mask in ``dtype`` (torch's fused kernels take the query's). Softmax ignores a
-    constant added to a row, so each row's largest bias is moved to 0 first: a row of -1e5
-    (finite) would otherwise round to -inf in fp16 and read as fully masked."""
-    if torch.finfo(dtype).max >= torch.finfo(mask.dtype).max:
-        return mask.to(dtype)  # as wide or wider: every bias fits as it is
-    top = mask.amax(dim=-1, keepdim=True)  # (..., Tq, 1), finite: dead rows are open
-    return (mask - top).to(dtype)
 
 
 def _math_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Optional[Tensor],

@@ -378,3 +378,98 @@ def test_an_unknown_colormap_names_the_argument(make):
     with pytest.raises(ValueError, match="cmap=''"):
         make("")  # not silently the default
     assert plt.get_fignums() == figures  # refused before a figure was opened
+
+
+# --- Attention, caches and sampling: the core's cases --------------------------------------------
+@pytest.mark.parametrize("backend", ["math", "sdpa"])
+@pytest.mark.parametrize("bias", [-1e5, torch.finfo(torch.float32).min])
+def test_fp16_queries_with_a_row_of_large_finite_biases_keep_the_real_attention(backend, bias):
+    """The row is not masked (its biases are finite): softmax ignores a constant per row."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 3, 8, dtype=torch.float16) for _ in range(3))
+    mask = torch.zeros(3, 3)
+    mask[1] = bias  # every key of query 1 gets the same large negative bias
+    out, _ = attnlib.scaled_dot_product_attention(q, k, v, attn_mask=mask, backend=backend)
+    want = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # PyTorch's
+    torch.testing.assert_close(out.float(), want.float(), atol=2e-3, rtol=2e-3)
+    assert out[:, :, 1].abs().sum() > 0  # zeros before the fix
+
+
+@pytest.mark.parametrize("other", ["length", "batch"])
+def test_cross_attention_with_a_cache_refuses_another_context(other):
+    torch.manual_seed(0)
+    mha = attnlib.MultiHeadAttention(8, 2).eval()
+    layer = attnlib.DecoderLayer(8, 2, 16, cross_attention=True).eval()
+    x, ctx = torch.randn(1, 1, 8), torch.randn(1, 5, 8)
+    new_ctx = torch.randn(1, 4, 8) if other == "length" else torch.randn(2, 5, 8)
+    new_x = x if other == "length" else x.expand(2, 1, 8)
+    for call in (lambda c, x_, context: mha(x_, context, cache=c),
+                 lambda c, x_, context: layer(x_, context, cache=c)):
+        cache = attnlib.KVCache()
+        with torch.no_grad():
+            call(cache, x, ctx)
+            call(cache, x, ctx)  # the same source again: fine
+            with pytest.raises(ValueError, match="another source|batch"):
+                call(cache, new_x, new_ctx)  # reused the first source silently before
+
+
+def test_top_p_below_float32s_smallest_number_keeps_the_top_token():
+    logits = torch.tensor([[0.5, 3.0, 1.0]])
+    kept = attnlib.top_p_filter(logits, 1e-46)
+    assert torch.isfinite(kept).tolist() == [[False, True, False]]
+    g = torch.Generator().manual_seed(0)
+    assert attnlib.sample_next(logits, top_p=1e-46, generator=g).item() == 1
+
+
+@pytest.mark.parametrize("temperature", [1e300, float("inf")])
+def test_top_k_one_is_greedy_at_any_temperature(temperature):
+    logits = torch.tensor([[0.5, 3.0, 1.0, 2.9]]).expand(200, 4)
+    g = torch.Generator().manual_seed(0)
+    picks = attnlib.sample_next(logits, temperature=temperature, top_k=1, generator=g)
+    assert set(picks.flatten().tolist()) == {1}  # uniform over the 4 tokens before the fix
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_vanishing_temperature_is_greedy(dtype):
+    logits = torch.tensor([[0.5, 3.0, 1.0]], dtype=dtype)
+    g = torch.Generator().manual_seed(0)
+    assert attnlib.sample_next(logits, temperature=1e-310, generator=g).item() == 1
+    model = gpt()
+    ids = torch.tensor([[1, 2, 3]])
+    torch.testing.assert_close(model.generate(ids, 5, temperature=1e-310, generator=g),
+                               model.generate(ids, 5, temperature=0.0))
+
+
+def test_sample_next_takes_logits_that_need_grad_and_refuses_meta():
+    logits = torch.randn(2, 5, requires_grad=True)
+    with warnings_as_errors():
+        assert attnlib.sample_next(logits, temperature=0.0).shape == (2, 1)
+        attnlib.sample_next(logits, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="meta device"):
+        attnlib.sample_next(torch.zeros(2, 5, device="meta"))
+
+
+def warnings_as_errors():
+    import warnings
+
+    class Ctx:
+        def __enter__(self):
+            self.w = warnings.catch_warnings()
+            self.w.__enter__()
+            warnings.simplefilter("error")
+
+        def __exit__(self, *exc):
+            self.w.__exit__(*exc)
+    return Ctx()
+
+
+@pytest.mark.parametrize("field,value,error", [("positional", "Rope", ValueError),
+                                                ("norm_first", "no", TypeError),
+                                                ("n_heads", 3, ValueError),
+                                                ("activation", "silu", ValueError)])
+def test_a_config_edited_after_construction_is_checked_when_a_model_is_built(field, value, error):
+    for cls in (attnlib.GPT, attnlib.Encoder, attnlib.EncoderDecoder):
+        cfg = TransformerConfig(**SMALL)
+        setattr(cfg, field, value)
+        with pytest.raises(error, match=field):
+            cls(cfg)  # built a model with no positions, or a post-norm stack, before

@@ -92,6 +92,8 @@ def test_shape_and_choice(page):
     for typed in ("(2, 4, 5, 9)", "2x4x5x9", "torch.Size([2, 4, 5, 9])", "[2,4,5,9]"):
         assert answer(shape, typed).startswith("Right"), typed
     assert answer(shape, "(2, 4, 9)").startswith("Not quite")
+    for typed in ("(2, 4, 5.9)", "(2, 4, 5, 9.0)", "2, 4, five, 9", "(2, 4; 5, 9)"):  # not read as ints
+        assert answer(shape, typed).startswith("Type the sizes as whole numbers"), typed
     radios = choice.find_elements(By.CSS_SELECTOR, "input[type=radio]")
     check = choice.find_element(By.CSS_SELECTOR, "button.attnlib-exercise-check")
     assert len(radios) == 3 and not check.is_enabled()

@@ -46,9 +46,12 @@
     if (!s) return NaN;
     try { var v = expr(); ws(); return i === s.length ? v : NaN; } catch (err) { return NaN; }
   }
-  function parseShape(src) {
-    var m = String(src).match(/\d+/g);
-    return m ? m.map(Number) : [];
+  function parseShape(src) { /* "(2, 4, 5)", "2x4x5", "[2,4,5]", "torch.Size([2, 4, 5])": whole
+     numbers only, so "(2, 3.5)" is not read as (2, 3, 5) */
+    var s = String(src).trim().replace(/^torch\.Size\((.*)\)$/i, "$1").trim();
+    s = s.replace(/^[([]\s*/, "").replace(/\s*[)\]]$/, "");
+    if (!/^\d+(\s*(,|x|\u00d7|\s)\s*\d+)*\s*,?$/i.test(s)) return [];
+    return s.match(/\d+/g).map(Number);
   }
 
   function init(root, P) {
@@ -111,7 +114,7 @@
         ok = Math.abs(v - P.answer) <= P.tolerance; said = String(Number(v.toPrecision(6)));
       } else if (P.kind === "shape") {
         var sh = parseShape(input.value);
-        if (!sh.length) { fb.className = "attnlib-exercise-feedback attnlib-exercise-unread"; fb.textContent = "Type the sizes, e.g. (2, 4, 5)."; return; }
+        if (!sh.length) { fb.className = "attnlib-exercise-feedback attnlib-exercise-unread"; fb.textContent = "Type the sizes as whole numbers, e.g. (2, 4, 5)."; return; }
         ok = sh.length === P.answer.length && sh.every(function (d, k) { return d === P.answer[k]; });
         said = "(" + sh.join(", ") + ")";
       } else {
