@@ -22,7 +22,7 @@ from torch import Tensor
 
 # --- What counts as an int, a number, a switch --------------------------------------------------
 def as_int(x: Any) -> Optional[int]:
-    """x as an int if it is an integer (Python, numpy, 0-d integer tensor; not a bool), else None."""
+    """x as an int if it is an integer (Python, numpy, 0-d integer tensor, not a bool), or None."""
     if type(x) is int:  # the usual case first
         return x
     if isinstance(x, Tensor):
@@ -34,7 +34,7 @@ def as_int(x: Any) -> Optional[int]:
 
 
 def as_real(x: Any) -> Optional[float]:
-    """x as a float if it is a real number (Python, numpy, 0-d real tensor; not a bool), else None."""
+    """x as a float if it is a real number (Python, numpy, 0-d real tensor, not a bool), or None."""
     if isinstance(x, bool):
         return None
     if isinstance(x, numbers.Real):
@@ -74,7 +74,8 @@ def check_flag(name: str, flag: Any) -> None:
 def eager(t: Any = None) -> bool:
     """Should a check read tensor values? Not under ``torch.compile`` (a read would split the
     graph; compiled code trusts what eager mode checked) and not for a meta tensor (no values)."""
-    return not torch.compiler.is_compiling() and not (isinstance(t, Tensor) and t.device.type == "meta")
+    meta = isinstance(t, Tensor) and t.device.type == "meta"
+    return not (meta or torch.compiler.is_compiling())
 
 
 # --- Checked once: the door and the room ---------------------------------------------------------
@@ -107,7 +108,7 @@ def check_generator(generator: Any) -> None:
                         f"{type(generator).__name__}; e.g. torch.Generator().manual_seed(0)")
 
 
-# --- Texts and ids for tokenizers ------------------------------------------------------------------
+# --- Texts and ids for tokenizers ---------------------------------------------------------------
 def check_text(text: Any, name: str = "text") -> None:
     """A str of real characters: no lone surrogate (half of a UTF-16 pair, which has no UTF-8
     form; ``tokenizers`` refuses it with a message about its own types)."""
@@ -130,7 +131,8 @@ def token_ids(ids: Any, vocab_size: int) -> list[int]:
                              f"decode each row on its own, e.g. [decode(row) for row in ids]")
         ids = ids.tolist()
     if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
-        raise TypeError(f"ids must be a sequence of int token ids, got {type(ids).__name__} {ids!r}")
+        raise TypeError(f"ids must be a sequence of int token ids, got {type(ids).__name__} "
+                        f"{ids!r}")
     out = []
     for i in ids:
         n = as_int(i)

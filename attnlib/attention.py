@@ -38,10 +38,12 @@ def attend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Optional[Tensor
     if attn_mask is not None:  # rows with no key to see: un-masked (softmax stays finite), zeroed
         attn_mask, dead = _open_dead_rows(attn_mask)
     if backend != "math" and not need_weights:  # torch's fused kernel: no weights to return
-        if attn_mask is not None and attn_mask.dtype not in (torch.bool, torch.float32, query.dtype):
+        if attn_mask is not None and (attn_mask.dtype
+                                      not in (torch.bool, torch.float32, query.dtype)):
             # torch takes a float32 mask or one of the query's dtype; a narrower cast would round
             # large finite biases (-1e5 in fp16) to -inf and mask rows that are not masked
-            attn_mask = attn_mask.to(torch.float64 if query.dtype == torch.float64 else torch.float32)
+            wide = torch.float64 if query.dtype == torch.float64 else torch.float32
+            attn_mask = attn_mask.to(wide)
         out = F.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal,
                                              scale=scale, enable_gqa=enable_gqa)
         return (out if dead is None else out.masked_fill(dead, 0.0)), None
@@ -56,12 +58,6 @@ def attend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Optional[Tensor
     return out, (weights if need_weights else None)
 
 
-def dropping(module: torch.nn.Module) -> bool:
-    """Does dropout act in ``module``? In training mode, but not under torch.inference_mode(),
-    where ``generate`` decodes whatever the model's mode (torch.compile cannot read that mode)."""
-    return module.training and (torch.compiler.is_compiling() or not torch.is_inference_mode_enabled())
-
-
 def _open_dead_rows(mask: Tensor) -> tuple[Tensor, Tensor]:
     """(mask with every fully masked row opened, dead (..., Tq, 1)): a row that may see no key
     would make softmax 0/0 = NaN (forward and backward); attend zeroes its output instead."""
@@ -73,7 +69,8 @@ def _open_dead_rows(mask: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def _math_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Optional[Tensor],
-                    dropout_p: float, is_causal: bool, scale: Optional[float]) -> tuple[Tensor, Tensor]:
+                    dropout_p: float, is_causal: bool,
+                    scale: Optional[float]) -> tuple[Tensor, Tensor]:
     """The readable path: every step of the formula, weights kept."""
     d_k = query.shape[-1]
     scale = 1.0 / math.sqrt(d_k) if scale is None else scale
@@ -83,7 +80,7 @@ def _math_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Option
     scores = (query.to(acc) @ key.to(acc).transpose(-2, -1)) * scale  # (..., Tq, Tk)
     if is_causal:
         tq, tk = scores.shape[-2:]
-        allowed = torch.ones(tq, tk, dtype=torch.bool, device=scores.device).tril(tk - tq)  # causal_mask
+        allowed = torch.ones(tq, tk, dtype=torch.bool, device=scores.device).tril(tk - tq)
         scores = scores.masked_fill(~allowed, float("-inf"))
     elif attn_mask is not None:
         if attn_mask.dtype == torch.bool:
@@ -130,7 +127,8 @@ def scaled_dot_product_attention(
         (out (..., Tq, Dv), weights (..., Tq, Tk) or None). Fully masked query rows are zeros.
     """
     check_backend(backend, need_weights)
-    for name, flag in (("is_causal", is_causal), ("need_weights", need_weights), ("enable_gqa", enable_gqa)):
+    for name, flag in (("is_causal", is_causal), ("need_weights", need_weights),
+                       ("enable_gqa", enable_gqa)):
         check_flag(name, flag)
     batch = check_inputs(query, key, value, enable_gqa)
     tq, tk = query.shape[-2], key.shape[-2]
@@ -144,29 +142,32 @@ def scaled_dot_product_attention(
     if attn_mask is not None:
         check_mask(attn_mask, (*batch, tq, tk))
     keep = 3 if enable_gqa else 2  # under GQA the head counts differ: compare the dims before them
-    if backend != "math" and not need_weights and not query.shape[:-keep] == key.shape[:-keep] == value.shape[:-keep]:
+    same = query.shape[:-keep] == key.shape[:-keep] == value.shape[:-keep]
+    if backend != "math" and not need_weights and not same:
         # torch's kernels do not broadcast every combination (a batch only in value fails), so
         # expand the leading dims (views, no copy) to the common batch shape
         lead = batch[:len(batch) + 2 - keep]
         query, key, value = (t.expand(*lead, *t.shape[-keep:]) for t in (query, key, value))
-    return attend(query, key, value, attn_mask, float(dropout_p), is_causal, scale, need_weights=need_weights,
-                  backend=backend, enable_gqa=enable_gqa)
+    return attend(query, key, value, attn_mask, float(dropout_p), is_causal, scale,
+                  need_weights=need_weights, backend=backend, enable_gqa=enable_gqa)
 
 
 # --- Argument checks (shared with MultiHeadAttention and tiled_attention) -------------------
 def check_backend(backend: Any, need_weights: bool) -> None:
     if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(map(repr, BACKENDS))}")
+        raise ValueError(f"unknown backend {backend!r}; choose one of "
+                         f"{', '.join(map(repr, BACKENDS))}")
     if backend == "sdpa" and need_weights:
-        raise ValueError("backend='sdpa' cannot return weights (the fused kernel never forms them); "
-                         "use backend='math' or 'auto' with need_weights=True")
+        raise ValueError("backend='sdpa' cannot return weights (the fused kernel never forms "
+                         "them); use backend='math' or 'auto' with need_weights=True")
 
 
 def _check_tensor(name: str, t: Any) -> None:
     if not isinstance(t, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if t.dim() < 2:
-        raise ValueError(f"{name} must have shape (..., T, D) with at least 2 dims, got shape {tuple(t.shape)}")
+        raise ValueError(f"{name} must have shape (..., T, D) with at least 2 dims, got shape "
+                         f"{tuple(t.shape)}")
     if not t.is_floating_point():
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {t.dtype}")
 
@@ -175,19 +176,22 @@ def _broadcast(what: str, *shapes: torch.Size) -> tuple[int, ...]:
     try:
         return tuple(torch.broadcast_shapes(*shapes))
     except RuntimeError:
-        raise ValueError(f"the leading (batch/head) dims of {what} do not broadcast together") from None
+        raise ValueError(f"the leading (batch/head) dims of {what} do not broadcast "
+                         f"together") from None
 
 
-def check_inputs(query: Tensor, key: Tensor, value: Tensor, enable_gqa: bool = False) -> tuple[int, ...]:
+def check_inputs(query: Tensor, key: Tensor, value: Tensor,
+                 enable_gqa: bool = False) -> tuple[int, ...]:
     """Validate Q/K/V; return the broadcast batch shape (of the queries' heads under GQA)."""
     for name, t in (("query", query), ("key", key), ("value", value)):
         _check_tensor(name, t)
     shapes = f"query {tuple(query.shape)}, key {tuple(key.shape)} and value {tuple(value.shape)}"
     if not query.dtype == key.dtype == value.dtype:
-        raise TypeError(f"query, key and value must have the same dtype, got {query.dtype}, {key.dtype} and "
-                        f"{value.dtype}; convert them, e.g. key.to(query.dtype)")
+        raise TypeError(f"query, key and value must have the same dtype, got {query.dtype}, "
+                        f"{key.dtype} and {value.dtype}; convert them, e.g. key.to(query.dtype)")
     if query.shape[-1] < 1:
-        raise ValueError(f"query and key need a width d_k of at least 1, got query {tuple(query.shape)}")
+        raise ValueError(f"query and key need a width d_k of at least 1, got query "
+                         f"{tuple(query.shape)}")
     if query.shape[-1] != key.shape[-1]:
         raise ValueError(f"query and key must have the same width d_k to be compared: query is "
                          f"{tuple(query.shape)} (d_k={query.shape[-1]}), key is {tuple(key.shape)} "
@@ -204,39 +208,45 @@ def check_inputs(query: Tensor, key: Tensor, value: Tensor, enable_gqa: bool = F
     hq, hk, hv = query.shape[-3], key.shape[-3], value.shape[-3]
     if hk != hv or hq % hk != 0:
         raise ValueError(f"enable_gqa=True needs key and value to have the same number of heads G "
-                         f"dividing the query heads Hq: got Hq={hq}, key heads {hk}, value heads {hv} ({shapes})")
+                         f"dividing the query heads Hq: got Hq={hq}, key heads {hk}, value heads "
+                         f"{hv} ({shapes})")
     return (*_broadcast(shapes, query.shape[:-3], key.shape[:-3], value.shape[:-3]), hq)
 
 
 def check_causal(attn_mask: Optional[Tensor], tq: int, tk: int) -> None:
     if attn_mask is not None:
-        raise ValueError("pass either attn_mask or is_causal=True, not both; to combine them, build "
-                         "causal_mask(q_len, k_len) & your_mask and pass it as attn_mask")
+        raise ValueError("pass either attn_mask or is_causal=True, not both; to combine them, "
+                         "build causal_mask(q_len, k_len) & your_mask and pass it as attn_mask")
     if tq != tk:
-        raise ValueError(f"is_causal=True needs Tq == Tk, got Tq={tq}, Tk={tk}. PyTorch aligns is_causal to "
-                         f"the top-left, which is wrong for a decode step with cached keys; pass "
-                         f"attn_mask=causal_mask({tq}, {tk}) (lower-right aligned) instead")
+        raise ValueError(f"is_causal=True needs Tq == Tk, got Tq={tq}, Tk={tk}. PyTorch aligns "
+                         f"is_causal to the top-left, which is wrong for a decode step with cached "
+                         f"keys; pass attn_mask=causal_mask({tq}, {tk}) (lower-right aligned) "
+                         f"instead")
 
 
 def check_mask(attn_mask: Any, scores_shape: tuple[int, ...]) -> None:
-    """Kind, dtype and shape of a mask, and (in eager mode) that a float mask holds no NaN or +inf."""
+    """Kind, dtype and shape of a mask, and (in eager mode) that a float mask holds no NaN or
+    +inf."""
     if not isinstance(attn_mask, Tensor):
-        raise TypeError(f"attn_mask must be a torch.Tensor (bool or float), got {type(attn_mask).__name__}")
+        raise TypeError(f"attn_mask must be a torch.Tensor (bool or float), got "
+                        f"{type(attn_mask).__name__}")
     if attn_mask.dtype != torch.bool and not attn_mask.is_floating_point():
-        raise TypeError(f"attn_mask must be bool (True = may attend) or floating (added to the scores), got "
-                        f"dtype {attn_mask.dtype}; for a 0/1 integer mask use attn_mask.bool()")
+        raise TypeError(f"attn_mask must be bool (True = may attend) or floating (added to the "
+                        f"scores), got dtype {attn_mask.dtype}; for a 0/1 integer mask use "
+                        f"attn_mask.bool()")
     try:
         ok = tuple(torch.broadcast_shapes(attn_mask.shape, scores_shape)) == tuple(scores_shape)
     except RuntimeError:
         ok = False
     if not ok:
-        raise ValueError(f"attn_mask of shape {tuple(attn_mask.shape)} does not broadcast to the scores shape "
-                         f"(..., Tq, Tk) = {tuple(scores_shape)}")
+        raise ValueError(f"attn_mask of shape {tuple(attn_mask.shape)} does not broadcast to the "
+                         f"scores shape (..., Tq, Tk) = {tuple(scores_shape)}")
     if attn_mask.is_floating_point() and eager(attn_mask) and attn_mask.numel():
         top = float(attn_mask.max())  # NaN if any entry is, +inf if any entry is
         if not top < math.inf:
-            raise ValueError(f"a float attn_mask is added to the scores, so it must hold 0 (may attend) or -inf "
-                             f"(may not) or other finite biases; it holds {'NaN' if math.isnan(top) else '+inf'}, "
+            held = "NaN" if math.isnan(top) else "+inf"
+            raise ValueError(f"a float attn_mask is added to the scores, so it must hold 0 (may "
+                             f"attend) or -inf (may not) or other finite biases; it holds {held}, "
                              f"which would make the weights NaN")
 
 
@@ -253,7 +263,8 @@ def check_scale(scale: Any) -> Optional[float]:
 
 
 # --- The two standard masks -------------------------------------------------------------------
-def causal_mask(q_len: int, k_len: Optional[int] = None, *, device: Optional[torch.device | str] = None) -> Tensor:
+def causal_mask(q_len: int, k_len: Optional[int] = None, *,
+                device: Optional[torch.device | str] = None) -> Tensor:
     """Bool (q_len, k_len) mask, True where query i may attend to key j.
 
     Aligned lower-right: query i sits at key position ``k_len - q_len + i``, so the last query

@@ -50,7 +50,7 @@ class KVCache:
         return list(self._v)
 
     def update(self, layer_idx: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Append k, v (B, G, T_new, D) to layer ``layer_idx``; return all held (B, G, T_total, D)."""
+        """Append k, v (B, G, T_new, D) to layer ``layer_idx``; return all it holds (B, G, T, D)."""
         if checking():
             self._check_update(layer_idx, k, v)
         if layer_idx == len(self._k):  # the layer's first tokens
@@ -68,7 +68,8 @@ class KVCache:
         forgotten, as if they had never been fed (speculative decoding drops rejected tokens)."""
         m = as_int(n)
         if m is None or not 0 <= m <= self.seq_len:
-            raise ValueError(f"crop needs an int n with 0 <= n <= seq_len={self.seq_len}, got {n!r}")
+            raise ValueError(f"crop needs an int n with 0 <= n <= seq_len={self.seq_len}, "
+                             f"got {n!r}")
         self._k = [k[:, :, :m] for k in self._k]
         self._v = [v[:, :, :m] for v in self._v]
 
@@ -79,7 +80,8 @@ class KVCache:
     def get_cross(self, layer_idx: int) -> tuple[Tensor, Tensor]:
         return self.cross[layer_idx]
 
-    def set_cross(self, layer_idx: int, k: Tensor, v: Tensor, source: Optional[Tensor] = None) -> None:
+    def set_cross(self, layer_idx: int, k: Tensor, v: Tensor,
+                  source: Optional[Tensor] = None) -> None:
         """Keep layer ``layer_idx``'s keys/values of ``source`` (the context they came from)."""
         self.cross[layer_idx] = (k, v)
         if source is not None:
@@ -90,7 +92,8 @@ class KVCache:
         shape, or in eager mode other values), which would silently reuse the first."""
         if self.source is None or source is self.source:
             return
-        if source.shape != self.source.shape or (eager(source) and not torch.equal(source, self.source)):
+        other = source.shape != self.source.shape
+        if other or (eager(source) and not torch.equal(source, self.source)):
             raise ValueError(f"this KVCache holds cross-attention keys/values of another source "
                              f"(context {tuple(self.source.shape)}, now {tuple(source.shape)}, or "
                              f"equal shapes with other values); call cache.reset() before decoding "
@@ -116,8 +119,8 @@ class KVCache:
                              f"model that filled it: call cache.reset() or make a new KVCache")
         if self._k and self._k[0].shape[0] != batch:
             raise ValueError(f"this KVCache holds keys/values of a batch of {self._k[0].shape[0]} "
-                             f"sequences, but the step has a batch of {batch}; batch, heads and head "
-                             f"width must match (call reset() for a new batch)")
+                             f"sequences, but the step has a batch of {batch}; batch, heads and "
+                             f"head width must match (call reset() for a new batch)")
 
     # --- Sizes -----------------------------------------------------------------------------------
     def layer_len(self, layer_idx: int) -> int:
@@ -171,10 +174,10 @@ class KVCache:
         if i < n:
             hk, hv = tuple(self._k[i].shape), tuple(self._v[i].shape)  # held (B, G, T, D)
             if hk[:2] != k.shape[:2] or hk[3] != k.shape[3] or hv[3] != v.shape[3]:
-                raise ValueError(f"cache layer {i} holds keys of shape {tuple(hk)} but got new keys "
-                                 f"{tuple(k.shape)} (values: {tuple(hv)} held, {tuple(v.shape)} "
-                                 f"new); batch, heads and head width must match (call reset() for "
-                                 f"a new batch)")
+                raise ValueError(f"cache layer {i} holds keys of shape {tuple(hk)} but got new "
+                                 f"keys {tuple(k.shape)} (values: {tuple(hv)} held, "
+                                 f"{tuple(v.shape)} new); batch, heads and head width must match "
+                                 f"(call reset() for a new batch)")
 
 
 class all_or_nothing:

@@ -115,8 +115,8 @@ def check_forward(model: Any, input_ids: Any, targets: Any, cache: Any, need_wei
     if not checking():
         return
     check_cache(cache)
-    cfg, past = model.cfg, (cache.seq_len if cache is not None else 0)
-    check_ids("input_ids", input_ids, cfg.vocab_size, cfg.max_len, past, model.lm_head.weight.device)
+    cfg, past, w = model.cfg, (cache.seq_len if cache is not None else 0), model.lm_head.weight
+    check_ids("input_ids", input_ids, cfg.vocab_size, cfg.max_len, past, w.device)
     keep = logits_to_keep
     if type(need_weights) is not bool or type(keep) is not int or keep < 0 or targets is not None:
         check_flag("need_weights", need_weights)

@@ -1,4 +1,4 @@
-"""The blocks models are stacked from: embeddings, the feed-forward network, encoder and decoder layers.
+"""The blocks models are stacked from: the feed-forward network, encoder and decoder layers.
 
 Submodule names follow ``torch.nn.TransformerEncoderLayer`` / ``TransformerDecoderLayer`` so that
 weights copy over one to one (the tests do exactly that):
@@ -35,10 +35,10 @@ from torch import Tensor, nn
 
 from ._checks import as_dropout, as_int, checking
 from .config import ACTIVATIONS, TransformerConfig
-from .attention import dropping
+from .dropout import dropped
+from .embeddings import Embeddings  # noqa: F401 (attnlib.layers.Embeddings, as before)
 from .mha import MultiHeadAttention
 from .norms import RMSNorm, make_norm
-from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 
 
 class FeedForward(nn.Module):
@@ -59,7 +59,8 @@ class FeedForward(nn.Module):
                  dropout: float = 0.0) -> None:
         super().__init__()
         if activation not in ACTIVATIONS:
-            raise ValueError(f"unknown activation {activation!r}; choose one of {', '.join(map(repr, ACTIVATIONS))}")
+            raise ValueError(f"unknown activation {activation!r}; choose one of "
+                             f"{', '.join(map(repr, ACTIVATIONS))}")
         for name, n in (("d_model", d_model), ("d_ff", d_ff)):
             if as_int(n) is None or n < 1:
                 raise ValueError(f"{name} must be a positive int, got {name}={n!r}")
@@ -81,15 +82,10 @@ class FeedForward(nn.Module):
     def check_input(self, x: Any) -> None:
         if not isinstance(x, Tensor) or x.dim() < 1 or x.shape[-1] != self.fc1.in_features:
             shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
-            raise ValueError(f"x must have shape (..., d_model={self.fc1.in_features}), got {shape}")
+            raise ValueError(f"x must have shape (..., d_model={self.fc1.in_features}), "
+                             f"got {shape}")
         if not x.is_floating_point():
             raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
-
-
-def dropped(drop: nn.Dropout, x: Tensor) -> Tensor:
-    """``drop(x)`` while training; x itself in eval mode and under ``torch.inference_mode()``
-    (where ``generate`` decodes), without the call: decoding passes here for every token."""
-    return drop(x) if drop.training and dropping(drop) else x
 
 
 # The FFN's nonlinearity on its hidden layer (SwiGLU multiplies in a gate: see FeedForward)
@@ -116,7 +112,8 @@ class EncoderLayer(nn.Module):
         super().__init__()
         self.norm_first = norm_first
         dropout = as_dropout(dropout)
-        self.self_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv_heads, bias=bias, dropout=dropout)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv_heads, bias=bias,
+                                            dropout=dropout)
         self.ffn = FeedForward(d_model, d_ff, activation, bias, dropout)
         self.norm1 = make_norm(norm, d_model, layer_norm_eps)
         self.norm2 = make_norm(norm, d_model, layer_norm_eps)
@@ -124,9 +121,9 @@ class EncoderLayer(nn.Module):
 
     @classmethod
     def from_config(cls, cfg: TransformerConfig) -> "EncoderLayer":
-        return cls(cfg.d_model, cfg.n_heads, cfg.d_ff, activation=cfg.activation, norm_first=cfg.norm_first,
-                   dropout=cfg.dropout, bias=cfg.bias, layer_norm_eps=cfg.layer_norm_eps,
-                   n_kv_heads=cfg.n_kv_heads, norm=cfg.norm)
+        return cls(cfg.d_model, cfg.n_heads, cfg.d_ff, activation=cfg.activation,
+                   norm_first=cfg.norm_first, dropout=cfg.dropout, bias=cfg.bias,
+                   layer_norm_eps=cfg.layer_norm_eps, n_kv_heads=cfg.n_kv_heads, norm=cfg.norm)
 
     def forward(self, x: Tensor, *, attn_mask: Optional[Tensor] = None, need_weights: bool = False,
                 rope: Optional[tuple[Tensor, Tensor]] = None) -> tuple[Tensor, Optional[Tensor]]:
@@ -142,7 +139,8 @@ class EncoderLayer(nn.Module):
             x = x + dropped(self.drop, a)
             x = x + self.ffn(self.norm2(x))
         else:
-            a, weights = self.self_attn(x, attn_mask=attn_mask, need_weights=need_weights, rope=rope)
+            a, weights = self.self_attn(x, attn_mask=attn_mask, need_weights=need_weights,
+                                        rope=rope)
             x = self.norm1(x + dropped(self.drop, a))
             x = self.norm2(x + self.ffn(x))
         return x, weights
@@ -161,13 +159,14 @@ class DecoderLayer(nn.Module):
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, *, cross_attention: bool = False,
-                 activation: str = "gelu", norm_first: bool = True, dropout: float = 0.0, bias: bool = True,
-                 layer_norm_eps: float = 1e-5, n_kv_heads: Optional[int] = None,
-                 norm: str = "layernorm") -> None:
+                 activation: str = "gelu", norm_first: bool = True, dropout: float = 0.0,
+                 bias: bool = True, layer_norm_eps: float = 1e-5,
+                 n_kv_heads: Optional[int] = None, norm: str = "layernorm") -> None:
         super().__init__()
         self.norm_first = norm_first
         dropout = as_dropout(dropout)
-        self.self_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv_heads, bias=bias, dropout=dropout)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv_heads, bias=bias,
+                                            dropout=dropout)
         self.norm1 = make_norm(norm, d_model, layer_norm_eps)
         if cross_attention:
             self.cross_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv_heads, bias=bias,
@@ -183,7 +182,8 @@ class DecoderLayer(nn.Module):
     def from_config(cls, cfg: TransformerConfig, cross_attention: bool = False) -> "DecoderLayer":
         return cls(cfg.d_model, cfg.n_heads, cfg.d_ff, cross_attention=cross_attention,
                    activation=cfg.activation, norm_first=cfg.norm_first, dropout=cfg.dropout,
-                   bias=cfg.bias, layer_norm_eps=cfg.layer_norm_eps, n_kv_heads=cfg.n_kv_heads, norm=cfg.norm)
+                   bias=cfg.bias, layer_norm_eps=cfg.layer_norm_eps, n_kv_heads=cfg.n_kv_heads,
+                   norm=cfg.norm)
 
     def forward(self, x: Tensor, memory: Optional[Tensor] = None, *,
                 attn_mask: Optional[Tensor] = None, memory_mask: Optional[Tensor] = None,
@@ -221,56 +221,6 @@ class DecoderLayer(nn.Module):
             raise ValueError(f"memory must be given exactly when the layer has cross-attention "
                              f"(cross_attention={self.cross_attn is not None}, memory given="
                              f"{memory is not None})")
-
-
-class Embeddings(nn.Module):
-    """Token vectors plus (additive) position vectors, optionally token types and a LayerNorm.
-
-    Attributes (weight names that loaders rely on): ``tok_emb`` (vocab, C); ``pos_emb`` a
-    LearnedPositionalEmbedding (``.weight`` (max_len, C)), a SinusoidalPositionalEncoding, or
-    None for "rope"/"none"; ``type_emb`` (type_vocab_size, C) or None; ``norm`` (the config's
-    ``norm`` kind) or None.
-
-    Shapes:
-        input_ids (B, T) long, positions (T,) long, token_type_ids (B, T) long -> (B, T, C).
-    """
-
-    def __init__(self, cfg: TransformerConfig) -> None:
-        super().__init__()
-        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        if cfg.positional == "learned":
-            self.pos_emb: Optional[nn.Module] = LearnedPositionalEmbedding(cfg.max_len, cfg.d_model)
-        elif cfg.positional == "sinusoidal":
-            self.pos_emb = SinusoidalPositionalEncoding(cfg.max_len, cfg.d_model)
-        else:  # "rope" rotates q/k inside attention; "none" has no positions at all
-            self.pos_emb = None
-        self.type_emb = nn.Embedding(cfg.type_vocab_size, cfg.d_model) if cfg.type_vocab_size > 0 else None
-        self.norm = make_norm(cfg.norm, cfg.d_model, cfg.layer_norm_eps) if cfg.embedding_norm else None
-        self.drop = nn.Dropout(cfg.dropout)
-
-    def forward(self, input_ids: Tensor, positions: Tensor, token_type_ids: Optional[Tensor] = None) -> Tensor:
-        if checking():
-            self.check_input(input_ids, positions, token_type_ids)
-        if input_ids.dtype not in (torch.long, torch.int32):  # nn.Embedding reads only these
-            input_ids = input_ids.long()
-        x = self.tok_emb(input_ids)  # (B, T, C)
-        if self.pos_emb is not None:
-            x = x + self.pos_emb(positions)  # (T, C) broadcasts over the batch
-        if self.type_emb is not None:
-            types = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids.long()
-            x = x + self.type_emb(types)
-        if self.norm is not None:
-            x = self.norm(x)
-        return dropped(self.drop, x)
-
-    @staticmethod
-    def check_input(input_ids: Tensor, positions: Tensor, token_type_ids: Optional[Tensor]) -> None:
-        if positions.shape != input_ids.shape[-1:]:
-            raise ValueError(f"positions must be (T,) = {tuple(input_ids.shape[-1:])}, one per token of "
-                             f"input_ids {tuple(input_ids.shape)}; got {tuple(positions.shape)}")
-        if token_type_ids is not None and token_type_ids.shape != input_ids.shape:
-            raise ValueError(f"token_type_ids must have input_ids' shape {tuple(input_ids.shape)}, got "
-                             f"{tuple(token_type_ids.shape)}")
 
 
 def init_weights(module: nn.Module) -> None:

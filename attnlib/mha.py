@@ -7,7 +7,8 @@ import torch
 from torch import Tensor, nn
 
 from ._checks import as_dropout, as_int, check_flag, checking
-from .attention import attend, causal_mask, check_backend, check_mask, dropping
+from .attention import attend, causal_mask, check_backend, check_mask
+from .dropout import dropping
 from .cache import KVCache
 from .checks import check_cache
 from .positional import apply_rotary
@@ -22,12 +23,13 @@ def check_sizes(d_model: Any, n_heads: Any, n_kv_heads: Any = None) -> tuple[int
         if value < 1:
             raise ValueError(f"{name} must be a positive int, got {name}={n!r}")
     if C % H != 0:
-        raise ValueError(f"d_model={C} is not divisible by n_heads={H}: each head needs an equal share "
-                         f"D = d_model / n_heads; pick n_heads among the divisors of {C}")
+        raise ValueError(f"d_model={C} is not divisible by n_heads={H}: each head needs an equal "
+                         f"share D = d_model / n_heads; pick n_heads among the divisors of {C}")
     G = H if n_kv_heads is None else as_int(n_kv_heads)
     if G is None or G < 1 or H % G:
-        raise ValueError(f"n_heads={H} must be divisible by n_kv_heads={n_kv_heads!r} (a positive int): each "
-                         f"key/value head serves an equal group of query heads; pick a divisor of {H}")
+        raise ValueError(f"n_heads={H} must be divisible by n_kv_heads={n_kv_heads!r} (a positive "
+                         f"int): each key/value head serves an equal group of query heads; pick a "
+                         f"divisor of {H}")
     return C, H, G
 
 
@@ -36,7 +38,8 @@ class MultiHeadAttention(nn.Module):
 
     With ``n_kv_heads`` = G < H (grouped-query attention; G = 1 is multi-query) the keys and values
     have only G heads, ``k_proj``/``v_proj`` map C -> G * D, and query head h reads key/value head
-    h // (H / G). Fewer key/value heads mean a smaller KV cache; the weights are still per query head.
+    h // (H / G). Fewer key/value heads mean a smaller KV cache; the weights are still per query
+    head.
 
     Args:
         d_model: model width C; must be divisible by n_heads.
@@ -50,8 +53,8 @@ class MultiHeadAttention(nn.Module):
         Returns out (B, Tq, C) and weights (B, H, Tq, Tk) when need_weights, else None.
     """
 
-    def __init__(self, d_model: int, n_heads: int, *, n_kv_heads: Optional[int] = None, bias: bool = True,
-                 dropout: float = 0.0) -> None:
+    def __init__(self, d_model: int, n_heads: int, *, n_kv_heads: Optional[int] = None,
+                 bias: bool = True, dropout: float = 0.0) -> None:
         super().__init__()
         C, H, G = check_sizes(d_model, n_heads, n_kv_heads)
         check_flag("bias", bias)
@@ -64,9 +67,10 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(C, C, bias=bias)         # W_O: mixes the concatenated heads
 
     def split_heads(self, t: Tensor) -> Tensor:
-        """(B, T, H * D) -> (B, H, T, D). The transpose matters: a bare view would cut across tokens.
+        """(B, T, H * D) -> (B, H, T, D). The transpose matters: a bare view would cut across
+        tokens.
 
-        Also splits keys/values (B, T, G * D) -> (B, G, T, D): the head count is read off the width."""
+        Also splits keys/values (B, T, G * D) -> (B, G, T, D): the count is read off the width."""
         return t.view(t.shape[0], t.shape[1], -1, self.head_dim).transpose(1, 2)  # (B, H, T, D)
 
     def merge_heads(self, t: Tensor) -> Tensor:
@@ -80,11 +84,11 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"{name} must have shape (B, T, d_model={self.d_model}), got {shape}")
         dtype, device = self.q_proj.weight.dtype, self.q_proj.weight.device
         if t.device != device:
-            raise ValueError(f"{name} is on {t.device} but the module's weights are on {device}; move one of "
-                             f"them, e.g. {name}.to({str(device)!r})")
+            raise ValueError(f"{name} is on {t.device} but the module's weights are on {device}; "
+                             f"move one of them, e.g. {name}.to({str(device)!r})")
         if t.dtype != dtype and not torch.is_autocast_enabled(t.device.type):
-            raise TypeError(f"{name} has dtype {t.dtype} but the module's weights are {dtype}; convert one "
-                            f"of them, e.g. {name}.to({dtype}) or module.to({t.dtype})")
+            raise TypeError(f"{name} has dtype {t.dtype} but the module's weights are {dtype}; "
+                            f"convert one of them, e.g. {name}.to({dtype}) or module.to({t.dtype})")
 
     def forward(self, x: Tensor, context: Optional[Tensor] = None, *,
                 attn_mask: Optional[Tensor] = None, is_causal: bool = False,
@@ -106,10 +110,12 @@ class MultiHeadAttention(nn.Module):
             backend: "auto" | "math" | "sdpa", as in :func:`attnlib.scaled_dot_product_attention`.
         """
         if checking():  # a model that calls this layer has checked its arguments already
-            self.check_call(x, context, attn_mask, is_causal, need_weights, cache, layer_idx, backend)
+            self.check_call(x, context, attn_mask, is_causal, need_weights, cache, layer_idx,
+                            backend)
         q = self.split_heads(self.q_proj(x))  # (B, H, Tq, D)
         if context is None:  # self-attention: keys and values from x itself
-            k, v = self.split_heads(self.k_proj(x)), self.split_heads(self.v_proj(x))  # (B, G, Tq, D)
+            k = self.split_heads(self.k_proj(x))  # (B, G, Tq, D)
+            v = self.split_heads(self.v_proj(x))
             if rope is not None:
                 q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
             if cache is not None:

@@ -47,7 +47,8 @@ class GPT(nn.Module):
         rope = cfg.positional == "rope"
         self.rope = RotaryEmbedding(cfg.head_dim, base=cfg.rope_base) if rope else None
         self.layers = nn.ModuleList(DecoderLayer.from_config(cfg) for _ in range(cfg.n_layers))
-        self.norm_f = make_norm(cfg.norm, cfg.d_model, cfg.layer_norm_eps) if cfg.norm_first else None
+        norm_f = make_norm(cfg.norm, cfg.d_model, cfg.layer_norm_eps)
+        self.norm_f = norm_f if cfg.norm_first else None  # a post-norm stack ends in a norm
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.apply(init_weights)
         if cfg.tie_weights:  # one matrix maps ids -> vectors and vectors -> logits

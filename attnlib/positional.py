@@ -22,17 +22,20 @@ from torch import Tensor, nn
 from ._checks import as_int, as_real, eager, checking
 
 
-def _check_positions(positions: Tensor, length: int | None = None, max_len: int | None = None) -> None:
+def _check_positions(positions: Tensor, length: int | None = None,
+                     max_len: int | None = None) -> None:
     """positions: (T,) integers >= 0 (and < max_len when given); values checked in eager mode.
     Callers ask ``if checking():`` first: a model's forward made its positions itself."""
     if not isinstance(positions, Tensor):
-        raise TypeError(f"positions must be a torch.Tensor of integer positions, got {type(positions).__name__}")
+        raise TypeError(f"positions must be a torch.Tensor of integer positions, got "
+                        f"{type(positions).__name__}")
     if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
         raise TypeError(f"positions must be an integer (long) tensor, got dtype {positions.dtype}")
     if positions.dim() != 1:
         raise ValueError(f"positions must have shape (T,), got {tuple(positions.shape)}")
     if length is not None and positions.shape[0] != length:
-        raise ValueError(f"positions has length {positions.shape[0]} but the input has T={length} tokens")
+        raise ValueError(f"positions has length {positions.shape[0]} but the input has "
+                         f"T={length} tokens")
     if not positions.numel() or not eager(positions):
         return
     top = max_len if max_len is not None else torch.iinfo(torch.long).max
@@ -155,7 +158,8 @@ class RotaryEmbedding(nn.Module):
         super().__init__()
         d = as_int(head_dim)
         if d is None or d < 2 or d % 2:
-            raise ValueError(f"RoPE rotates dims in pairs, so head_dim must be a positive even int, got {head_dim!r}")
+            raise ValueError(f"RoPE rotates dims in pairs, so head_dim must be a positive even "
+                             f"int, got {head_dim!r}")
         if as_real(base) is None:
             raise TypeError(f"base must be a positive number (10000 in the paper), got {base!r}")
         if not 0 < as_real(base) < math.inf:
@@ -167,7 +171,8 @@ class RotaryEmbedding(nn.Module):
         two_i = torch.arange(0, self.head_dim, 2, dtype=torch.float32, device=device)
         return self.base ** (-two_i / self.head_dim)
 
-    def cos_sin(self, positions: Tensor, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
+    def cos_sin(self, positions: Tensor,
+                dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
         """cos and sin (T, D) of the angles m * theta_i at ``positions`` (T,), in ``dtype``
         (computed in float32). Column i and column i + D/2 hold the same angle: a pair turns
         together."""
@@ -182,10 +187,12 @@ class RotaryEmbedding(nn.Module):
             shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
             raise ValueError(f"x must have shape (..., T, head_dim={self.head_dim}), got {shape}")
         if not x.is_floating_point():
-            raise TypeError(f"x must be a floating-point tensor (queries or keys), got dtype {x.dtype}")
+            raise TypeError(f"x must be a floating-point tensor (queries or keys), got dtype "
+                            f"{x.dtype}")
         cos, sin = self.cos_sin(positions, x.dtype)  # (T, D) each; checks the positions
         if cos.shape[0] != x.shape[-2]:
-            raise ValueError(f"positions has length {cos.shape[0]} but x has T={x.shape[-2]} tokens")
+            raise ValueError(f"positions has length {cos.shape[0]} but x has T={x.shape[-2]} "
+                             f"tokens")
         return apply_rotary(x, cos.to(x.device), sin.to(x.device))
 
     def extra_repr(self) -> str:

