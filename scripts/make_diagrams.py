@@ -903,7 +903,7 @@ def sentence_embedding() -> Svg:
     return s
 
 
-# ------------------------------------------------------------------ chapters 9 and 11 to 14
+# ------------------------------------------------------------------ chapters 9, 11, 12, 15 and 16
 def teacher_forcing_cross() -> Svg:
     src = list("30 Nov 2026")
     reads = ["<bos>"] + list("2026-11-30")
@@ -1208,7 +1208,7 @@ def smollm2_block() -> Svg:
 
     def ffn(y):
         s.rect(cx - 230, y, 460, 112, COLORS["F"][1], COLORS["F"][0], rx=8, width=2)
-        s.text(cx, y + 22, "SwiGLU feed-forward (chapter 8)", size=15, weight="bold")
+        s.text(cx, y + 22, "SwiGLU feed-forward (chapter 7)", size=15, weight="bold")
         for i, lab in enumerate(("gate\\_proj 576 → 1536", "up\\_proj 576 → 1536")):
             s.rect(cx - 205 + i * 210, y + 34, 200, 28, "#ffffff", COLORS["F"][0], rx=5, width=1.5)
             s.text(cx - 105 + i * 210, y + 53, lab, size=13)

@@ -709,8 +709,8 @@ def _luminance(png: bytes) -> float:
 
 
 @pytest.mark.parametrize("docname", ["notebooks/04_scaled_dot_product_attention",
-                                     "notebooks/08_transformer_block", "notebooks/05_masks",
-                                     "notebooks/14_real_modern_model"])
+                                     "notebooks/07_transformer_block", "notebooks/05_masks",
+                                     "notebooks/16_real_modern_model"])
 @pytest.mark.parametrize("size", [PHONE, LAPTOP], ids=["390", "1280"])
 def test_dark_theme_figures_follow(size, phone, laptop, server, docname):
     """In the dark theme a figure is not a white card: its background turns to the page's and its
@@ -795,7 +795,7 @@ def test_search_snippets_show_no_raw_tex(laptop, server):
 # open without being marked as modified. Checked in JupyterLab itself (the jupyterlab package of
 # this environment), headless, on copies of three chapters in a fresh profile (nothing trusted).
 
-LAB_CHAPTERS = ["01_tokens.ipynb", "02_embeddings_positions.ipynb", "08_transformer_block.ipynb"]
+LAB_CHAPTERS = ["01_tokens.ipynb", "02_embeddings_positions.ipynb", "07_transformer_block.ipynb"]
 
 
 @pytest.fixture(scope="module")

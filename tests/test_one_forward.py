@@ -143,3 +143,62 @@ def test_the_package_holds_no_second_decoder():
         assert importlib.util.find_spec(gone) is None, gone
     layers = [m for m in tiny().modules() if isinstance(m, torch.nn.Linear)]
     assert all(type(m) is torch.nn.Linear for m in layers)  # plain nn.Linear, nothing swapped in
+
+
+def _lines_run(fn) -> set:
+    """The (file, line) pairs of attnlib's own code that fn executes."""
+    import os
+    import sys
+
+    root = os.path.dirname(attnlib.__file__)
+    seen = set()
+
+    def tracer(frame, event, arg):
+        if not frame.f_code.co_filename.startswith(root):
+            return None  # not attnlib: do not trace inside it
+        if event == "line":
+            seen.add((frame.f_code.co_filename, frame.f_lineno))
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        fn()
+    finally:
+        sys.settrace(None)
+    return seen
+
+
+def test_a_cached_decode_step_runs_at_most_100_lines_of_attnlib():
+    """The model is what a decode step runs: its checks at the door, then the layers' arithmetic
+    (issue 43: 143 distinct lines before, in 9 files)."""
+    model, tok = attnlib.load_tiny_gpt()
+    ids = torch.tensor([tok.encode("In the beginning God")])
+    cache = KVCache()
+    with torch.inference_mode():
+        model(ids, cache=cache)
+        model(ids[:, -1:], cache=cache, logits_to_keep=1)  # a first step
+        lines = _lines_run(lambda: model(ids[:, -1:], cache=cache, logits_to_keep=1))
+    files = {f for f, _ in lines}
+    print(f"a cached decode step: {len(lines)} distinct attnlib lines in {len(files)} files")
+    assert len(lines) <= 100, sorted(lines)
+    inside_generate = _lines_run(lambda: model.generate(ids, 3, temperature=0.0))
+    assert len(inside_generate) <= 150  # the loop, its checks at the door, prefill and 3 steps
+
+
+def test_greedy_generation_reads_nothing_back_per_token(monkeypatch):
+    """No host read-back per token in greedy decoding: NaN/inf is checked once per call."""
+    model = tiny()
+    reads = []
+    for name in ("item", "__bool__", "__float__", "__int__", "tolist"):
+        original = getattr(torch.Tensor, name)
+
+        def counted(self, *a, _original=original, **kw):
+            reads.append(name)
+            return _original(self, *a, **kw)
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    ids = torch.tensor([[1, 2, 3]])
+    model.generate(ids, 2, temperature=0.0)
+    few = len(reads)
+    reads.clear()
+    model.generate(ids, 12, temperature=0.0)
+    assert len(reads) == few, f"{len(reads)} reads for 12 tokens against {few} for 2"
