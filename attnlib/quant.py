@@ -1,20 +1,21 @@
 """Weight quantization: fewer bits per number, plus a little extra to map them back.
 
-Three schemes, each a ``quantize_*`` that returns integer codes and the numbers needed to undo it,
-and a ``dequantize_*`` that maps them back to floats:
+Three schemes, each a ``quantize_*`` that returns integer codes and the numbers needed
+to undo it, and a ``dequantize_*`` that maps them back to floats:
 
 - **per-row symmetric** (int8 and narrower): one scale per output row, ``w = s_r * q`` with
   ``q`` in ``[-(2^(b-1) - 1), 2^(b-1) - 1]`` and ``s_r = max_c |w_rc| / (2^(b-1) - 1)``.
-- **group-wise with a minimum** (GGUF's Q4_1 for bits=4, block=32): each block of ``block``
-  consecutive weights of a row gets a scale ``d = (max - min) / (2^b - 1)`` and its minimum ``m``;
-  ``q = round((w - m) / d)`` in ``[0, 2^b - 1]`` and ``w = d * q + m``. :func:`pack_q4_1` /
-  :func:`unpack_q4_1` write and read llama.cpp's 20-byte Q4_1 blocks (float16 ``d``, ``m``, then 32
-  four-bit codes two per byte), byte for byte as ``gguf.quants`` does.
+- **group-wise with a minimum** (GGUF's Q4_1 for bits=4, block=32): each block of
+  ``block`` consecutive weights of a row gets a scale ``d = (max - min) / (2^b - 1)``
+  and its minimum ``m``; ``q = round((w - m) / d)`` in ``[0, 2^b - 1]`` and
+  ``w = d * q + m``. :func:`pack_q4_1` / :func:`unpack_q4_1` write and read llama.cpp's
+  20-byte Q4_1 blocks (float16 ``d``, ``m``, then 32 four-bit codes two per byte), byte
+  for byte as ``gguf.quants`` does.
 - **NF4** (QLoRA): 16 fixed levels placed at quantiles of a normal distribution, scaled per block
   by the block's largest magnitude.
 
-:func:`quantize_linears` applies a round trip to every ``nn.Linear`` weight of a model, which is how
-the book measures what a scheme costs in logits and loss.
+:func:`quantize_linears` applies a round trip to every ``nn.Linear`` weight of a model,
+which is how the book measures what a scheme costs in logits and loss.
 """
 from __future__ import annotations
 
@@ -47,8 +48,8 @@ def _check_weight(w: Tensor, name: str = "w") -> None:
     if w.shape[-1] < 1:
         raise ValueError(f"{name} has no weights along its last dim: shape {tuple(w.shape)}")
     if not bool(torch.isfinite(w).all()):
-        raise ValueError(f"{name} holds NaN or inf: a scale computed from it would spoil every code of "
-                         f"its row or block")
+        raise ValueError(f"{name} holds NaN or inf: a scale computed from it would spoil "
+                         f"every code of its row or block")
     big = float(w.abs().max()) if w.dtype == torch.float64 and w.numel() else 0.0
     if big > _F32_MAX:
         raise ValueError(f"{name} holds |{name}| up to {big:.3g}, past float32's range "
@@ -56,8 +57,8 @@ def _check_weight(w: Tensor, name: str = "w") -> None:
                          f"down first")
 
 
-def _check_codes(q: Tensor, params: tuple[Tensor, ...], kind: str, top: int = 0, low: int = 0, *,
-                 index: bool = False) -> None:
+def _check_codes(q: Tensor, params: tuple[Tensor, ...], kind: str, top: int = 0,
+                 low: int = 0, *, index: bool = False) -> None:
     """Codes (..., n, block) or (..., C) and parameters that broadcast against them without
     changing their shape (one per row or block, or one for all). Codes that pick a table entry
     (``index``) must be integers in [low, top]; codes that are multiplied may be any numbers."""
@@ -72,21 +73,24 @@ def _check_codes(q: Tensor, params: tuple[Tensor, ...], kind: str, top: int = 0,
             ok = False
         if not ok:
             got = tuple(p.shape) if isinstance(p, Tensor) else type(p).__name__
-            raise ValueError(f"{kind}: codes of shape {tuple(q.shape)} need one parameter per row or "
-                             f"block, shape {(*q.shape[:-1], 1)} (or one for all); got {got}")
+            raise ValueError(f"{kind}: codes of shape {tuple(q.shape)} need one parameter "
+                             f"per row or block, shape {(*q.shape[:-1], 1)} (or one for all); "
+                             f"got {got}")
     if index:
         if q.is_floating_point():
-            raise TypeError(f"{kind} codes pick one of {top - low + 1} levels: they must be an integer "
-                            f"tensor, got {q.dtype}")
+            raise TypeError(f"{kind} codes pick one of {top - low + 1} levels: they must be "
+                            f"an integer tensor, got {q.dtype}")
         if q.numel() and not low <= int(q.min()) <= int(q.max()) <= top:
-            raise ValueError(f"{kind} codes lie in {low}..{top}, got {int(q.min())}..{int(q.max())}")
+            raise ValueError(f"{kind} codes lie in {low}..{top}, "
+                             f"got {int(q.min())}..{int(q.max())}")
 
 
 def _blocks(w: Tensor, block: int) -> Tensor:
     """(..., C) -> (..., C / block, block); C must be a multiple of block."""
     if not isinstance(block, int) or block < 1 or w.shape[-1] % block:
-        raise ValueError(f"block must be a positive int dividing the last dim of w: got block={block!r} "
-                         f"for shape {tuple(w.shape)}; pick a divisor of {w.shape[-1]}")
+        raise ValueError(f"block must be a positive int dividing the last dim of w: "
+                         f"got block={block!r} for shape {tuple(w.shape)}; "
+                         f"pick a divisor of {w.shape[-1]}")
     return w.reshape(*w.shape[:-1], w.shape[-1] // block, block)  # (..., n_blocks, block)
 
 
@@ -102,7 +106,8 @@ def quantize_rows(w: Tensor, bits: int = 8) -> tuple[Tensor, Tensor]:
     """
     _check_weight(w)
     if not isinstance(bits, int) or not 2 <= bits <= 8:
-        raise ValueError(f"bits must be an int in 2..8 for per-row codes stored in int8, got {bits!r}")
+        raise ValueError(f"bits must be an int in 2..8 for per-row codes stored in int8, "
+                         f"got {bits!r}")
     top = 2 ** (bits - 1) - 1
     scale = w.float().abs().amax(dim=-1, keepdim=True) / top             # (..., 1)
     # at float32's largest weights, a scale rounded up would put top * scale past the range
@@ -130,8 +135,8 @@ def quantize_groupwise(w: Tensor, bits: int = 4, block: int = 32, *,
         w: (..., C) weights; C must be a multiple of ``block``.
         bits: 1..8; codes lie in [0, 2^bits - 1].
         block: weights per block (along the last dim).
-        half_params: store the scale and minimum as float16 (as GGUF does); the codes are computed
-            with the float32 scale, as llama.cpp does.
+        half_params: store the scale and minimum as float16 (as GGUF does); the codes are
+            computed with the float32 scale, as llama.cpp does.
 
     A block whose float32 arithmetic overflows (max - min past float32's range) is computed in
     float64 instead, so weights up to float32's largest still round-trip.
@@ -179,9 +184,11 @@ def dequantize_groupwise(q: Tensor, scale: Tensor, minimum: Tensor) -> Tensor:
     """``scale * q + minimum`` per block, flattened back: (..., n, block) -> (..., n * block)."""
     _check_codes(q, (scale, minimum), "group-wise")
     if q.dim() < 2:
-        raise ValueError(f"group-wise codes have shape (..., n_blocks, block), got {tuple(q.shape)}")
+        raise ValueError(f"group-wise codes have shape (..., n_blocks, block), "
+                         f"got {tuple(q.shape)}")
     w = q.float() * scale + minimum                                      # (..., n, block)
-    if not bool(torch.isfinite(w).all()):  # d * q past float32's range although d * q + m is not
+    # d * q past float32's range although d * q + m is not
+    if not bool(torch.isfinite(w).all()):
         w = (q.double() * scale.double() + minimum.double()).float()
     return w.reshape(*w.shape[:-2], -1)
 
@@ -189,16 +196,17 @@ def dequantize_groupwise(q: Tensor, scale: Tensor, minimum: Tensor) -> Tensor:
 def pack_q4_1(q: Tensor, scale: Tensor, minimum: Tensor) -> Tensor:
     """Q4_1 blocks as llama.cpp stores them: 20 bytes per 32 weights (5 bits per weight).
 
-    Bytes 0-1: the scale ``d`` (float16), 2-3: the minimum ``m`` (float16), 4-19: 32 four-bit codes,
-    weight j in the low nibble of byte j and weight j + 16 in its high nibble.
+    Bytes 0-1: the scale ``d`` (float16), 2-3: the minimum ``m`` (float16), 4-19: 32
+    four-bit codes, weight j in the low nibble of byte j and weight j + 16 in its high nibble.
 
     Shapes:
-        q (..., n, 32) uint8 in 0..15, scale and minimum (..., n, 1) -> (N, 20) uint8, N = all blocks.
+        q (..., n, 32) uint8 in 0..15, scale and minimum (..., n, 1) -> (N, 20) uint8,
+        N = all blocks.
     """
     _check_codes(q, (scale, minimum), "Q4_1", 15, index=True)
     if q.shape[-1] != 32 or q.numel() == 0:
-        raise ValueError(f"Q4_1 needs blocks of 32 four-bit codes (0..15), got shape {tuple(q.shape)}; "
-                         f"use quantize_groupwise(w, 4, 32)")
+        raise ValueError(f"Q4_1 needs blocks of 32 four-bit codes (0..15), "
+                         f"got shape {tuple(q.shape)}; use quantize_groupwise(w, 4, 32)")
     d, m = scale.reshape(-1, 1).half(), minimum.reshape(-1, 1).half()  # (N, 1) each
     if not bool(torch.isfinite(d).all() and torch.isfinite(m).all()):
         big = max(float(scale.abs().max()), float(minimum.abs().max()))
@@ -210,12 +218,14 @@ def pack_q4_1(q: Tensor, scale: Tensor, minimum: Tensor) -> Tensor:
 
 
 def unpack_q4_1(blocks: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """The inverse of :func:`pack_q4_1`: (N, 20) uint8 -> q (N, 32) uint8, scale and minimum (N, 1).
+    """The inverse of :func:`pack_q4_1`: (N, 20) uint8 -> q (N, 32) uint8, scale and
+    minimum (N, 1).
 
     ``dequantize_groupwise(*unpack_q4_1(blocks))`` is GGUF's Q4_1 dequantization.
     """
     if blocks.dtype != torch.uint8 or blocks.dim() != 2 or blocks.shape[1] != 20:
-        raise ValueError(f"Q4_1 blocks must be (N, 20) uint8, got {tuple(blocks.shape)} {blocks.dtype}")
+        raise ValueError(f"Q4_1 blocks must be (N, 20) uint8, "
+                         f"got {tuple(blocks.shape)} {blocks.dtype}")
     d = blocks[:, 0:2].contiguous().view(torch.float16).float()         # (N, 1)
     m = blocks[:, 2:4].contiguous().view(torch.float16).float()         # (N, 1)
     packed = blocks[:, 4:]                                               # (N, 16)
@@ -251,8 +261,8 @@ def round_trip(w: Tensor, scheme: str = "int8", *, bits: int = 4, block: int = 3
 
     Args:
         scheme: "int8" / "rows" (per-row symmetric, ``bits`` for "rows"), "groupwise"
-            (scale and minimum per block; Q4_1 for bits=4, block=32), "q4_1" (float16 parameters as
-            in GGUF) or "nf4" (``block`` weights per absmax).
+            (scale and minimum per block; Q4_1 for bits=4, block=32), "q4_1" (float16
+            parameters as in GGUF) or "nf4" (``block`` weights per absmax).
     """
     if scheme == "int8":
         return dequantize_rows(*quantize_rows(w, 8))
@@ -264,17 +274,20 @@ def round_trip(w: Tensor, scheme: str = "int8", *, bits: int = 4, block: int = 3
         return dequantize_groupwise(*quantize_groupwise(w, 4, 32, half_params=True))
     if scheme == "nf4":
         return dequantize_nf4(*quantize_nf4(w, block))
-    raise ValueError(f"unknown scheme {scheme!r}; choose 'int8', 'rows', 'groupwise', 'q4_1' or 'nf4'")
+    raise ValueError(f"unknown scheme {scheme!r}; "
+                     f"choose 'int8', 'rows', 'groupwise', 'q4_1' or 'nf4'")
 
 
-def bits_per_weight(scheme: str = "int8", *, bits: int = 4, block: int = 32, row_len: int = 0,
-                    param_bits: int = 16) -> float:
-    """Storage per weight, codes plus per-row or per-block parameters (each ``param_bits`` wide).
+def bits_per_weight(scheme: str = "int8", *, bits: int = 4, block: int = 32,
+                    row_len: int = 0, param_bits: int = 16) -> float:
+    """Storage per weight, codes plus per-row or per-block parameters (each ``param_bits``
+    wide).
 
     "int8"/"rows" need ``row_len`` (one scale per row); "groupwise" has a scale and a minimum per
     block, "nf4" one absmax per block, "q4_1" is 5.0 (20 bytes per 32 weights).
     """
-    for name, n in (("bits", bits), ("block", block), ("row_len", row_len), ("param_bits", param_bits)):
+    for name, n in (("bits", bits), ("block", block), ("row_len", row_len),
+                    ("param_bits", param_bits)):
         low = 0 if name == "row_len" else 1
         if as_int(n) is None or n < low:
             raise ValueError(f"{name} must be an int >= {low}, got {name}={n!r}")
@@ -288,7 +301,8 @@ def bits_per_weight(scheme: str = "int8", *, bits: int = 4, block: int = 32, row
         return 20 * 8 / 32
     if scheme == "nf4":
         return 4 + param_bits / block
-    raise ValueError(f"unknown scheme {scheme!r}; choose 'int8', 'rows', 'groupwise', 'q4_1' or 'nf4'")
+    raise ValueError(f"unknown scheme {scheme!r}; "
+                     f"choose 'int8', 'rows', 'groupwise', 'q4_1' or 'nf4'")
 
 
 def quantize_linears(model: nn.Module, fn: Callable[[Tensor], Tensor],
