@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ._common import HtmlOutput, standalone_page
-from .explorer import _asset, _json_for_script, _root_id
+from ._page import _asset, _json_for_script, _root_id
 
 __all__ = ["KitOutput", "rounded", "as_matrix", "as_vector", "check_names"]
 

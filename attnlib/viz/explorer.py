@@ -4,19 +4,14 @@ browser.
 The output is one self-contained HTML fragment (inline <style>, a JSON payload, an
 inline <script>; no CDN, no require.js), so it works in the static book, in JupyterLab
 and in Colab with no kernel. Numbers travel as integers ``round(value * 10**digits)``
-(offset by the smallest one), packed into little-endian uint8/16/32 and base64-encoded:
-the tooltip shows exactly ``round(value, digits)``.
+(offset by the smallest one), packed into little-endian uint8/16/32 and base64-encoded
+(``_packing.py``): the tooltip shows exactly ``round(value, digits)``.
 """
 from __future__ import annotations
 
-import base64
 import hashlib
 import html
-import json
 import math
-from collections import Counter
-from functools import lru_cache
-from importlib import resources
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
@@ -24,94 +19,12 @@ import numpy as np
 from ._static import matrix_svg
 from ._common import (HtmlOutput, check_cmap, check_tokens, colour_range, default_cmap,
                       standalone_page, to_numpy)
+from ._packing import _encode, decode_payload
+from ._page import _asset, _json_for_script, _palette, _root_id
 
 __all__ = ["Explorer", "explorer", "decode_payload"]
 
-_NEG_INF, _POS_INF, _NAN = 0, 1, 2  # sentinels count down from the dtype's maximum
 _DEFAULT_DIMS = ("layer", "head")
-_RENDERED: Counter = Counter()  # output uid -> HTML fragments made so far in this process
-
-
-@lru_cache(maxsize=None)
-def _asset(name: str) -> str:
-    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
-
-
-@lru_cache(maxsize=8)
-def _palette(cmap: str) -> str:
-    """256 colours of a matplotlib colormap as one hex string (6 characters per colour)."""
-    import matplotlib
-
-    cmap = check_cmap(cmap)
-    colours = (matplotlib.colormaps[cmap] if isinstance(cmap, str)
-               else cmap)(np.linspace(0.0, 1.0, 256))
-    return "".join("%02x%02x%02x" % tuple(int(round(255 * c)) for c in rgba[:3])
-                   for rgba in colours)
-
-
-def _encode(arr: np.ndarray, digits: int) -> dict[str, Any]:
-    """Quantise to ``digits`` decimals and pack as base64 little-endian unsigned ints."""
-    scale = 10.0 ** digits
-    finite = np.isfinite(arr)
-    biggest = float(np.abs(arr[finite]).max()) if finite.any() else 0.0
-    # beyond this, integers (int64 here, doubles in JS) are not exact
-    if biggest * scale > 2.0 ** 53:
-        raise ValueError(f"values up to {biggest:g} cannot be held exactly at digits={digits} "
-                         "(the payload stores value * 10**digits as an integer below 2**53); "
-                         "pass fewer digits or rescale the data")
-    q = np.zeros(arr.shape, dtype=np.int64)
-    q[finite] = np.round(arr[finite] * scale).astype(np.int64)
-    base = int(q[finite].min()) if finite.any() else 0
-    span = (int(q[finite].max()) - base) if finite.any() else 0
-    for nbytes, dtype in ((1, "<u1"), (2, "<u2"), (4, "<u4")):
-        top = 2 ** (8 * nbytes) - 1
-        if span <= top - 3:
-            break
-    else:
-        raise ValueError(f"values span {span / scale:g} which at digits={digits} needs more than "
-                         "32 bits per value; pass fewer digits")
-    packed = (q - base).astype(np.int64)
-    packed[np.isneginf(arr)] = top - _NEG_INF
-    packed[np.isposinf(arr)] = top - _POS_INF
-    packed[np.isnan(arr)] = top - _NAN
-    raw = packed.astype(dtype).tobytes(order="C")
-    return {"base": base, "bytes": nbytes, "data": base64.b64encode(raw).decode("ascii")}
-
-
-def decode_payload(payload: Mapping[str, Any], example: int = 0) -> np.ndarray:
-    """Inverse of the packing (what the browser does): the (*leading, Tq, Tk) values of one
-    example."""
-    ex = payload["examples"][example]
-    nbytes = ex["bytes"]
-    raw = np.frombuffer(base64.b64decode(ex["data"]),
-                        dtype={1: "<u1", 2: "<u2", 4: "<u4"}[nbytes])
-    top = 2 ** (8 * nbytes) - 1
-    out = (raw.astype(np.float64) + ex["base"]) / 10.0 ** payload["digits"]
-    out[raw == top - _NEG_INF] = -np.inf
-    out[raw == top - _POS_INF] = np.inf
-    out[raw == top - _NAN] = np.nan
-    shape = [len(d["labels"]) for d in payload["dims"]] + [len(ex["rows"]), len(ex["cols"])]
-    return out.reshape(shape)
-
-
-def _json_for_script(obj: Any) -> str:
-    """JSON that is safe inside <script>: no '<', '>' or '&' can close the tag or start a
-    comment."""
-    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
-def _root_id(kind: str, uid: str, full_page: bool) -> str:
-    """The id of an output's root element. The same output shown twice on one page must not
-    repeat its id: count the copies made in this process; the first keeps the plain id (so
-    stored outputs stay as they were), later ones get "-2", "-3", ... (deterministic in a
-    fresh kernel). A standalone page holds one copy."""
-    root_id = f"attnlib-{kind}-{uid}"
-    if not full_page:
-        _RENDERED[uid] += 1
-        if _RENDERED[uid] > 1:
-            root_id += f"-{_RENDERED[uid]}"
-    return root_id
 
 
 class Explorer(HtmlOutput):

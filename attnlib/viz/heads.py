@@ -11,9 +11,9 @@ from typing import Any, Optional, Sequence
 
 from .._checks import as_int
 from ._kit import KitOutput
+from ._packing import decode_payload
 from ._static import matrix_svg
 from .attention import attention_explorer
-from .explorer import decode_payload
 
 __all__ = ["heads_grid"]
 

@@ -16,8 +16,8 @@ import torch
 from .._checks import as_int
 from ..attention import causal_mask, scaled_dot_product_attention
 from ._kit import KitOutput, as_matrix, check_names, check_title, rounded
+from ._page import _palette
 from ._static import matrix_svg
-from .explorer import _palette
 
 __all__ = ["mask_explorer", "CONVENTIONS"]
 

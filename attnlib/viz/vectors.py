@@ -13,7 +13,7 @@ import torch
 
 from ..attention import scaled_dot_product_attention
 from ._kit import KitOutput, as_matrix, as_vector, check_names, check_title, rounded
-from .explorer import _palette
+from ._page import _palette
 
 __all__ = ["vector_explorer"]
 
