@@ -14,20 +14,24 @@ from .norms import RMSNorm
 from .models import GPT
 from .encoder_decoder import Encoder, EncoderDecoder
 from .outputs import ModelOutput
-from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding, sinusoidal_table
+from .positional import (LearnedPositionalEmbedding, RotaryEmbedding,
+                         SinusoidalPositionalEncoding, sinusoidal_table)
 from .interop import mha_from_torch, mha_to_torch
-from .masks import from_additive, from_hf_attention_mask, from_key_padding, from_nn_mha, to_additive, to_hf_attention_mask, to_key_padding, to_nn_mha
+from .masks import (from_additive, from_hf_attention_mask, from_key_padding, from_nn_mha,
+                    to_additive, to_hf_attention_mask, to_key_padding, to_nn_mha)
 from .train import train, train_many
 from .evaluate import head_output_norms, heads_off, loss_by_position
 from .utils import best_time, default_device, peak_memory, seed_everything
 from .tokenizers import BPETokenizer, CharTokenizer
 from .data import load_corpus
 from .dates import DateTokenizer, date_pairs
-from .pretrained import WordPieceTokenizer, encoder_from_hf, gpt_from_hf, load_minilm, mean_pool, sentence_embeddings
+from .pretrained import (WordPieceTokenizer, encoder_from_hf, gpt_from_hf, load_minilm,
+                         mean_pool, sentence_embeddings)
 from .pretrained.smollm2 import GGUFTokenizer, load_smollm2, stream_reply
 from .tiny_gpt import load_tiny_gpt, save_tiny_gpt, train_tiny_gpt
 from .flash import tiled_attention
-from .quant import dequantize_groupwise, dequantize_nf4, dequantize_rows, quantize_groupwise, quantize_linears, quantize_nf4, quantize_rows
+from .quant import (dequantize_groupwise, dequantize_nf4, dequantize_rows, quantize_groupwise,
+                    quantize_linears, quantize_nf4, quantize_rows)
 from .lora import LoRALinear, add_lora, merge_lora
 from . import quant, viz
 

@@ -49,7 +49,8 @@ def corpus_books() -> list[str]:
     return list(dict.fromkeys(v["book"] for v in _verses()))
 
 
-def load_corpus(books: Optional[Sequence[str]] = ("Genesis",), max_chars: Optional[int] = None) -> str:
+def load_corpus(books: Optional[Sequence[str]] = ("Genesis",),
+                max_chars: Optional[int] = None) -> str:
     """The text of some books of the KJV, one verse per line.
 
     Args:
@@ -71,10 +72,12 @@ def load_corpus(books: Optional[Sequence[str]] = ("Genesis",), max_chars: Option
         books = known
     unknown = [b for b in books if b not in known]
     if unknown:
-        raise ValueError(f"unknown book(s) {unknown}; the corpus has {len(known)} books, e.g. {known[:3]}")
+        raise ValueError(f"unknown book(s) {unknown}; the corpus has {len(known)} books, "
+                         f"e.g. {known[:3]}")
     if max_chars is not None and (as_int(max_chars) is None
                                   or max_chars < 1):
-        raise ValueError(f"max_chars must be >= 1, got {max_chars!r} (an int, or None for everything)")
+        raise ValueError(f"max_chars must be >= 1, got {max_chars!r} "
+                         f"(an int, or None for everything)")
     by_book: dict[str, list[str]] = {}
     for v in _verses():
         by_book.setdefault(v["book"], []).append(v["text"])

@@ -40,7 +40,8 @@ def date_pairs(n: int, *, seed: int = 0, first: _dt.date = _dt.date(1900, 1, 1),
         ValueError: ``n`` < 1 or more than the days in the range.
     """
     for name, day in (("first", first), ("last", last)):
-        if not isinstance(day, _dt.date) or (isinstance(day, _dt.datetime) and day.time() != _dt.time()):
+        if not isinstance(day, _dt.date) or (isinstance(day, _dt.datetime)
+                                             and day.time() != _dt.time()):
             raise TypeError(f"{name} must be a datetime.date (a day, no time of day), got {day!r}")
     if last < first:
         raise ValueError(f"last={last} is before first={first}")
@@ -48,7 +49,8 @@ def date_pairs(n: int, *, seed: int = 0, first: _dt.date = _dt.date(1900, 1, 1),
     last = _dt.date(last.year, last.month, last.day)
     days = (last - first).days + 1
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= days:
-        raise ValueError(f"n must be an int in [1, {days}] (the days from {first} to {last}), got {n!r}")
+        raise ValueError(f"n must be an int in [1, {days}] (the days from {first} to {last}), "
+                         f"got {n!r}")
     offsets = random.Random(seed).sample(range(days), n)  # without replacement: distinct dates
     return [format_pair(first + _dt.timedelta(days=k)) for k in offsets]
 
@@ -75,8 +77,8 @@ class DateTokenizer:
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         for pos, c in enumerate(text):
             if c not in self.stoi or len(c) != 1 or c in self.specials:
-                raise ValueError(f"character {c!r} at position {pos} of {text!r} is not in the date "
-                                 f"vocabulary (digits, space, '-', month letters)")
+                raise ValueError(f"character {c!r} at position {pos} of {text!r} is not in "
+                                 f"the date vocabulary (digits, space, '-', month letters)")
         return [self.stoi[c] for c in text] + ([self.eos_id] if eos else [])
 
     def tokens(self, ids: Sequence[int]) -> list[str]:

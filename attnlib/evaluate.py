@@ -44,7 +44,8 @@ def loss_by_position(model: nn.Module, ids: Tensor, block_size: int, *,
         averaged over the ``n`` windows. Its mean is the held-out loss over all positions.
     """
     if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module (e.g. attnlib.GPT), got {type(model).__name__}")
+        raise TypeError(f"model must be a torch.nn.Module (e.g. attnlib.GPT), "
+                        f"got {type(model).__name__}")
     if not isinstance(ids, Tensor):
         raise TypeError(f"ids must be a torch.Tensor of token ids, got {type(ids).__name__}")
     if ids.is_floating_point() or ids.dtype == torch.bool:
@@ -103,7 +104,7 @@ def head_output_norms(attn: nn.Module, x: Tensor) -> Tensor:
     H, G, D = attn.n_heads, attn.n_kv_heads, attn.head_dim
     with torch.no_grad():
         v = attn.split_heads(attn.v_proj(x))                         # (B, G, T, D)
-        v = v.repeat_interleave(H // G, dim=1)                       # (B, H, T, D): head h reads h // (H / G)
+        v = v.repeat_interleave(H // G, dim=1)  # (B, H, T, D): head h reads h // (H / G)
         w_o = attn.out_proj.weight.view(-1, H, D)                    # (C, H, D): W_O,h = w_o[:, h]
         written = torch.einsum("bhtd,chd->bhtc", v, w_o)             # (B, H, T, C)
         return written.norm(dim=-1)                                  # (B, H, T)

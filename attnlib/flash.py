@@ -4,7 +4,8 @@
 running quantities are kept: the largest score seen so far ``m``, the sum of exponentials relative
 to it ``l``, and the unnormalised output ``o``. A new tile of scores ``S_j`` updates them as
 
-    m' = max(m, max S_j),  l' = exp(m - m') l + sum exp(S_j - m'),  o' = exp(m - m') o + exp(S_j - m') V_j
+    m' = max(m, max S_j),  l' = exp(m - m') l + sum exp(S_j - m'),
+    o' = exp(m - m') o + exp(S_j - m') V_j
 
 and the output is ``o / l``. Nothing is approximated: the result equals
 :func:`attnlib.scaled_dot_product_attention` up to the rounding of sums taken in another order.
@@ -53,7 +54,8 @@ def tiled_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Option
         attn_mask = causal_mask(tq, tk, device=query.device)
     if attn_mask is not None:
         check_mask(attn_mask, (*batch, tq, tk))
-        attn_mask = attn_mask.expand(torch.broadcast_shapes(attn_mask.shape, (tq, tk)))  # (..., Tq, Tk)
+        attn_mask = attn_mask.expand(
+            torch.broadcast_shapes(attn_mask.shape, (tq, tk)))      # (..., Tq, Tk)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
 
     acc = torch.promote_types(query.dtype, torch.float32)     # accumulate in at least float32

@@ -64,8 +64,10 @@ class LoRALinear(nn.Module):
         w = base.weight.detach()  # only its device and dtype are read
         on = w.device if generator is None else generator.device  # a generator draws on its device
         a = torch.randn(r, base.in_features, generator=generator, device=on)
-        self.lora_A = nn.Parameter((a / math.sqrt(base.in_features)).to(w.device, w.dtype))  # (r, in)
-        self.lora_B = nn.Parameter(torch.zeros(base.out_features, r, device=w.device, dtype=w.dtype))
+        self.lora_A = nn.Parameter(
+            (a / math.sqrt(base.in_features)).to(w.device, w.dtype))            # (r, in)
+        self.lora_B = nn.Parameter(
+            torch.zeros(base.out_features, r, device=w.device, dtype=w.dtype))  # (out, r)
 
     @property
     def weight(self) -> Tensor:

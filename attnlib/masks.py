@@ -6,7 +6,8 @@ ADDED to the scores (0 = allowed, -inf = blocked). Two popular APIs disagree:
 * ``nn.MultiheadAttention``: a bool ``attn_mask`` / ``key_padding_mask`` is True where a query
   is BLOCKED (the opposite polarity), and a 3-D ``attn_mask`` stacks batch and heads as
   ``(B * H, Tq, Tk)``;
-* Hugging Face ``attention_mask``: an integer (B, T) tensor over KEYS, 1 = real token, 0 = padding.
+* Hugging Face ``attention_mask``: an integer (B, T) tensor over KEYS, 1 = real token,
+  0 = padding.
 
 Each helper below goes one way; every pair is tested to round-trip.
 """
@@ -25,12 +26,15 @@ def _check_bool(name: str, mask: object) -> Tensor:
     if not isinstance(mask, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(mask).__name__}")
     if mask.dtype != torch.bool:
-        raise TypeError(f"{name} must be a bool tensor, got dtype {mask.dtype}; for a 0/1 mask use .bool()")
+        raise TypeError(f"{name} must be a bool tensor, got dtype {mask.dtype}; "
+                        f"for a 0/1 mask use .bool()")
     return mask
 
 
-def to_additive(mask: Tensor, dtype: torch.dtype = torch.float32, *, fill: Optional[float] = None) -> Tensor:
-    """Bool mask (True = may attend) -> float mask to ADD to the scores: 0 allowed, ``fill`` blocked.
+def to_additive(mask: Tensor, dtype: torch.dtype = torch.float32, *,
+                fill: Optional[float] = None) -> Tensor:
+    """Bool mask (True = may attend) -> float mask to ADD to the scores: 0 allowed, ``fill``
+    blocked.
 
     Args:
         mask: bool, any shape. A float mask is returned cast to ``dtype`` (it already is additive).
@@ -49,13 +53,16 @@ def to_additive(mask: Tensor, dtype: torch.dtype = torch.float32, *, fill: Optio
     if fill is not None:
         value = as_real(fill)
         if value is None:
-            raise TypeError(f"fill must be a number (the score added at blocked positions), got {fill!r}")
+            raise TypeError(f"fill must be a number (the score added at blocked positions), "
+                            f"got {fill!r}")
         fill = value
         if math.isnan(fill) or fill == math.inf:
-            raise ValueError(f"fill must be -inf or a finite number (it is added to the scores), got {fill}")
+            raise ValueError(f"fill must be -inf or a finite number (it is added to the scores), "
+                             f"got {fill}")
     if mask.is_floating_point():
         if mask.numel() and not float(mask.max()) < math.inf:
-            raise ValueError("a float mask is already additive: finite values or -inf; this one holds NaN or +inf")
+            raise ValueError("a float mask is already additive: finite values or -inf; "
+                             "this one holds NaN or +inf")
         return mask.to(dtype)
     _check_bool("mask", mask)
     blocked = float("-inf") if fill is None else fill
@@ -74,15 +81,18 @@ def from_additive(mask: Tensor) -> Tensor:
 
 
 def from_key_padding(key_padding_mask: Tensor) -> Tensor:
-    """``nn.MultiheadAttention``'s ``key_padding_mask`` (B, Tk), True = padding -> bool (B, 1, 1, Tk), True = attend."""
+    """``nn.MultiheadAttention``'s ``key_padding_mask`` (B, Tk), True = padding -> bool
+    (B, 1, 1, Tk), True = attend."""
     _check_bool("key_padding_mask", key_padding_mask)
     if key_padding_mask.dim() != 2:
-        raise ValueError(f"key_padding_mask must have shape (B, Tk), got {tuple(key_padding_mask.shape)}")
+        raise ValueError(f"key_padding_mask must have shape (B, Tk), "
+                         f"got {tuple(key_padding_mask.shape)}")
     return ~key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk)
 
 
 def to_key_padding(mask: Tensor) -> Tensor:
-    """Bool (B, 1, 1, Tk) padding mask (True = attend) -> ``key_padding_mask`` (B, Tk), True = padding."""
+    """Bool (B, 1, 1, Tk) padding mask (True = attend) -> ``key_padding_mask`` (B, Tk),
+    True = padding."""
     _check_bool("mask", mask)
     if mask.dim() != 4 or mask.shape[1] != 1 or mask.shape[2] != 1:
         raise ValueError(f"a padding mask has shape (B, 1, 1, Tk), got {tuple(mask.shape)}")
@@ -90,20 +100,26 @@ def to_key_padding(mask: Tensor) -> Tensor:
 
 
 def from_hf_attention_mask(attention_mask: Tensor) -> Tensor:
-    """Hugging Face ``attention_mask`` (B, Tk), 1 = real token -> bool (B, 1, 1, Tk), True = attend."""
+    """Hugging Face ``attention_mask`` (B, Tk), 1 = real token -> bool (B, 1, 1, Tk),
+    True = attend."""
     if not isinstance(attention_mask, Tensor):
-        raise TypeError(f"attention_mask must be a torch.Tensor, got {type(attention_mask).__name__}")
+        raise TypeError(f"attention_mask must be a torch.Tensor, "
+                        f"got {type(attention_mask).__name__}")
     if attention_mask.is_floating_point():
-        raise TypeError(f"attention_mask must hold integers 0/1 (or bools), got dtype {attention_mask.dtype}")
+        raise TypeError(f"attention_mask must hold integers 0/1 (or bools), "
+                        f"got dtype {attention_mask.dtype}")
     if attention_mask.dim() != 2:
-        raise ValueError(f"attention_mask must have shape (B, Tk), got {tuple(attention_mask.shape)}")
-    if attention_mask.dtype != torch.bool and not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
+        raise ValueError(f"attention_mask must have shape (B, Tk), "
+                         f"got {tuple(attention_mask.shape)}")
+    if (attention_mask.dtype != torch.bool
+            and not bool(((attention_mask == 0) | (attention_mask == 1)).all())):
         raise ValueError("attention_mask must contain only 0 (padding) and 1 (real token)")
     return attention_mask.bool()[:, None, None, :]  # (B, 1, 1, Tk)
 
 
 def to_hf_attention_mask(mask: Tensor) -> Tensor:
-    """Bool (B, 1, 1, Tk) padding mask (True = attend) -> Hugging Face ``attention_mask`` (B, Tk) long, 1 = real."""
+    """Bool (B, 1, 1, Tk) padding mask (True = attend) -> Hugging Face ``attention_mask``
+    (B, Tk) long, 1 = real."""
     _check_bool("mask", mask)
     if mask.dim() != 4 or mask.shape[1] != 1 or mask.shape[2] != 1:
         raise ValueError(f"a padding mask has shape (B, 1, 1, Tk), got {tuple(mask.shape)}")
@@ -140,9 +156,11 @@ def to_nn_mha(mask: Tensor, n_heads: Optional[int] = None) -> Tensor:
     if mask.dim() == 2:
         return flip(mask)
     if mask.dim() != 4:
-        raise ValueError(f"mask must have shape (Tq, Tk) or (B, H, Tq, Tk), got {tuple(mask.shape)}")
+        raise ValueError(f"mask must have shape (Tq, Tk) or (B, H, Tq, Tk), "
+                         f"got {tuple(mask.shape)}")
     if n_heads is None:
-        raise ValueError(f"a 4-D mask {tuple(mask.shape)} needs n_heads to build the (B * H, Tq, Tk) layout")
+        raise ValueError(f"a 4-D mask {tuple(mask.shape)} needs n_heads to build the "
+                         f"(B * H, Tq, Tk) layout")
     _check_heads(n_heads)
     B, H, Tq, Tk = mask.shape
     if H not in (1, n_heads):
@@ -162,7 +180,8 @@ def from_nn_mha(mask: Tensor, n_heads: Optional[int] = None) -> Tensor:
     if mask.dim() == 2:
         return flip(mask)
     if mask.dim() != 3:
-        raise ValueError(f"mask must have shape (Tq, Tk) or (B * H, Tq, Tk), got {tuple(mask.shape)}")
+        raise ValueError(f"mask must have shape (Tq, Tk) or (B * H, Tq, Tk), "
+                         f"got {tuple(mask.shape)}")
     if n_heads is not None:
         _check_heads(n_heads)
     if n_heads is None or mask.shape[0] % n_heads != 0:

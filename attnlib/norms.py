@@ -1,4 +1,5 @@
-"""The two normalisations a Transformer block uses: LayerNorm (2017, GPT-2, BERT) and RMSNorm (Llama).
+"""The two normalisations a Transformer block uses: LayerNorm (2017, GPT-2, BERT) and
+RMSNorm (Llama).
 
 LayerNorm centres each token vector and scales it to unit variance, then applies a learned gain
 and bias. RMSNorm (Zhang & Sennrich, 2019) skips the centring and the bias: it only divides by
@@ -53,7 +54,8 @@ class RMSNorm(nn.Module):
             shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
             raise ValueError(f"x must have shape (..., dim={self.dim}), got {shape}")
         if not x.is_floating_point():
-            raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}; e.g. x.float()")
+            raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}; "
+                            f"e.g. x.float()")
         h = x.to(torch.float64 if x.dtype == torch.float64 else torch.float32)
         # x^2 overflows past ~1e19 in float32: a row with |x| > 2^40 is scaled down to 2^40 first
         # (RMSNorm(s x), with eps s^2, is RMSNorm(x)); s = 1 exactly for every other row
@@ -69,7 +71,8 @@ class RMSNorm(nn.Module):
 
 
 def make_norm(kind: str, dim: int, eps: float) -> nn.Module:
-    """``nn.LayerNorm(dim, eps)`` for "layernorm", :class:`RMSNorm` for "rmsnorm" (config ``norm``)."""
+    """``nn.LayerNorm(dim, eps)`` for "layernorm", :class:`RMSNorm` for "rmsnorm" (config
+    ``norm``)."""
     eps = _check_eps(eps)
     if kind == "layernorm":
         return nn.LayerNorm(dim, eps=eps)

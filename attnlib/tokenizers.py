@@ -1,8 +1,9 @@
 """Teaching tokenizers: characters, and a byte-level BPE you can train in seconds.
 
-The byte-level BPE follows GPT-2: split the text into chunks with GPT-2's regular expression, turn
-each chunk into its UTF-8 bytes (ids 0..255), then repeatedly merge the most frequent adjacent pair
-of ids into a new id. Any text can be encoded (every byte has an id) and decoding is exact.
+The byte-level BPE follows GPT-2: split the text into chunks with GPT-2's regular
+expression, turn each chunk into its UTF-8 bytes (ids 0..255), then repeatedly merge the
+most frequent adjacent pair of ids into a new id. Any text can be encoded (every byte
+has an id) and decoding is exact.
 """
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from ._checks import as_int, token_ids
 # GPT-2's pre-tokenization pattern, written for Python's `re` (which has no \p{L} / \p{N}):
 # \p{L} -> [^\W\d_] (letters), \p{N} -> \d, [^\s\p{L}\p{N}] -> [^\s\w] or "_". Identical to the
 # original on text without exotic number characters such as "²" (which `re` counts as letters).
-GPT2_SPLIT_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?[^\W\d_]+| ?\d+| ?(?:[^\s\w]|_)+|\s+(?!\S)|\s+"""
+GPT2_SPLIT_PATTERN = (r"""'s|'t|'re|'ve|'m|'ll|'d| ?[^\W\d_]+| ?\d+| ?(?:[^\s\w]|_)+"""
+                      r"""|\s+(?!\S)|\s+""")
 _SPLIT = re.compile(GPT2_SPLIT_PATTERN)
 
 
@@ -45,7 +47,8 @@ def _check_int(name: str, n: object) -> None:
 
 
 def pretokenize(text: str) -> list[str]:
-    """Split ``text`` into GPT-2 chunks: words with their leading space, numbers, punctuation, spaces.
+    """Split ``text`` into GPT-2 chunks: words with their leading space, numbers,
+    punctuation, spaces.
 
     BPE merges never cross a chunk boundary, so " the" and "the," cannot become one token.
     """
@@ -57,10 +60,12 @@ class CharTokenizer:
 
     def __init__(self, chars: Iterable[str]):
         if isinstance(chars, (bytes, bytearray)) or not hasattr(chars, "__iter__"):
-            raise TypeError(f"chars must be a str (or an iterable of characters), got {type(chars).__name__}")
+            raise TypeError(f"chars must be a str (or an iterable of characters), "
+                            f"got {type(chars).__name__}")
         distinct = set(chars)  # the check runs over the distinct entries, not a whole corpus
         if any(not isinstance(c, str) or len(c) != 1 for c in distinct):
-            raise ValueError("CharTokenizer vocabulary entries must be single characters (str of length 1)")
+            raise ValueError("CharTokenizer vocabulary entries must be single characters "
+                             "(str of length 1)")
         self.itos: list[str] = sorted(distinct)
         self.stoi: dict[str, int] = {c: i for i, c in enumerate(self.itos)}
 
@@ -85,8 +90,9 @@ class CharTokenizer:
 
 @dataclass(frozen=True)
 class MergeStep:
-    """One training step: ``pair`` (two ids) became ``new_id``; it occurred ``count`` times, and
-    the next most frequent pair ``runner_up`` times (equal counts = a tie; see :func:`tie_order`)."""
+    """One training step: ``pair`` (two ids) became ``new_id``; it occurred ``count`` times,
+    and the next most frequent pair ``runner_up`` times (equal counts = a tie; see
+    :func:`tie_order`)."""
 
     pair: tuple[int, int]
     new_id: int
@@ -122,7 +128,8 @@ class BPETokenizer:
     Train with :meth:`train`; ``merges`` lists the learned pairs in order, ``history`` the counts.
     """
 
-    def __init__(self, merges: Sequence[tuple[int, int]] = (), history: Sequence[MergeStep] = ()):
+    def __init__(self, merges: Sequence[tuple[int, int]] = (),
+                 history: Sequence[MergeStep] = ()):
         for name, seq in (("merges", merges), ("history", history)):
             if isinstance(seq, (str, bytes)) or not hasattr(seq, "__iter__"):
                 raise TypeError(f"{name} must be a sequence, got {type(seq).__name__}")
@@ -141,7 +148,8 @@ class BPETokenizer:
                 raise TypeError(f"merge {k} must hold int ids, got {pair!r}")
             bad = [i for i in pair if not 0 <= i < 256 + k]
             if bad:
-                raise ValueError(f"merge {k} uses id {bad[0]}, but only ids in [0, {256 + k}) exist before it")
+                raise ValueError(f"merge {k} uses id {bad[0]}, but only ids in [0, {256 + k}) "
+                                 f"exist before it")
             a, b = self.merges[k] = (int(pair[0]), int(pair[1]))
             if (a, b) in seen:
                 raise ValueError(f"merge {k} repeats the pair {(a, b)} (merge {seen[(a, b)]}); "
@@ -154,8 +162,9 @@ class BPETokenizer:
     def train(cls, text: str, num_merges: int) -> "BPETokenizer":
         """Learn ``num_merges`` merges from ``text`` (fewer if every chunk becomes one token).
 
-        Each step merges the most frequent adjacent pair. Ties go to the pair that comes first in
-        Hugging Face's order (see :func:`tie_order`), so the merges equal ``tokenizers``' BpeTrainer's.
+        Each step merges the most frequent adjacent pair. Ties go to the pair that comes first
+        in Hugging Face's order (see :func:`tie_order`), so the merges equal ``tokenizers``'
+        BpeTrainer's.
         """
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
@@ -198,7 +207,7 @@ class BPETokenizer:
         only creates pairs of a higher rank (merge k uses ids below 256 + k), so popping the heap
         visits the ranks in order and each rank's occurrences left to right."""
         n = len(ids)
-        tok, nxt, prv = list(ids), list(range(1, n + 1)), list(range(-1, n - 1))  # links over positions
+        tok, nxt, prv = list(ids), list(range(1, n + 1)), list(range(-1, n - 1))  # links
         rank = lambda i: self._rank.get((tok[i], tok[nxt[i]]), limit)  # noqa: E731 (nxt[i] < n)
         heap = [(r, i) for i in range(n - 1) if (r := rank(i)) < limit]
         heapq.heapify(heap)
@@ -233,10 +242,12 @@ class BPETokenizer:
     def decode(self, ids: Sequence[int]) -> str:
         """Text of ``ids``; byte sequences that are not valid UTF-8 become U+FFFD (except the
         bytes of a lone surrogate, which come back as that surrogate: decoding is exact)."""
-        return b"".join(self.vocab[i] for i in token_ids(ids, self.vocab_size)).decode("utf-8", errors="attnlib.surrogate_or_replace")
+        return b"".join(self.vocab[i] for i in token_ids(ids, self.vocab_size)).decode(
+            "utf-8", errors="attnlib.surrogate_or_replace")
 
     def token_str(self, i: int) -> str:
-        """Readable text of one token (bytes that are not whole UTF-8 characters shown as \\xNN)."""
+        """Readable text of one token (bytes that are not whole UTF-8 characters shown as
+        \\xNN)."""
         i, = token_ids([i], self.vocab_size)
         return self.vocab[i].decode("utf-8", errors="backslashreplace")
 
@@ -258,7 +269,8 @@ def bytes_to_unicode() -> dict[int, str]:
     Printable Latin-1 bytes map to themselves; the rest (space, control bytes...) are shifted to
     code points 256 and up, so a space becomes "Ġ" and a newline "Ċ".
     """
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
+    keep = (list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1))
+            + list(range(0xAE, 0xFF + 1)))
     table, shift = {}, 0
     for b in range(256):
         if b in keep:

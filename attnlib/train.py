@@ -1,14 +1,18 @@
 """A tiny training loop for next-token models: shifted targets, AdamW, a fixed number of steps.
 
-Small on purpose: the book trains models of a few thousand parameters for a few hundred steps on
-a laptop CPU, so there is no scheduler, no checkpointing and no evaluation loop here. What it does
-show is the one idea that makes language-model training parallel: a sequence of T + 1 tokens gives
-T next-token examples at once, inputs ``ids[:, :-1]`` and targets ``ids[:, 1:]``.
+Small on purpose: the book trains models of a few thousand parameters for a few hundred
+steps on a laptop CPU, so there is no scheduler, no checkpointing and no evaluation loop
+here. What it does show is the one idea that makes language-model training parallel: a
+sequence of T + 1 tokens gives T next-token examples at once, inputs ``ids[:, :-1]`` and
+targets ``ids[:, 1:]``.
 
 Encoder-decoders train the same way, on (source, target) pairs, with *teacher forcing*: the
 decoder reads the true target shifted right by one, behind a begin-of-sequence token
 (``[bos, y_0, ..., y_{T-2}]``), and position t is scored on ``y_t``, the token after the ones it
 has read (:func:`teacher_forcing`).
+
+The batches (shifted targets, teacher forcing, random windows and rows) come from
+:mod:`attnlib.batches`.
 """
 from __future__ import annotations
 
@@ -16,95 +20,19 @@ import math
 import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ._checks import as_int, as_real, check_generator
+from .batches import Data, Pairs, sample_batch, shift_targets, teacher_forcing
 from .encoder_decoder import Encoder, EncoderDecoder
 from .models import GPT
 from .outputs import IGNORE_INDEX, lm_loss
 
-Pairs = tuple[Tensor, Tensor]
-Data = Union[Tensor, Pairs, Callable[[torch.Generator], Union[Tensor, Pairs]]]
-
-
-def shift_targets(ids: Tensor) -> tuple[Tensor, Tensor]:
-    """(B, T + 1) token ids -> inputs (B, T) and targets (B, T), targets[:, t] = ids[:, t + 1]."""
-    if not isinstance(ids, Tensor):
-        raise TypeError(f"ids must be a torch.Tensor, got {type(ids).__name__}")
-    if ids.is_floating_point() or ids.dtype == torch.bool:
-        raise TypeError(f"ids must be an integer tensor, got dtype {ids.dtype}")
-    if ids.dim() != 2 or ids.shape[1] < 2:
-        raise ValueError(f"ids must have shape (B, T + 1) with T + 1 >= 2, got {tuple(ids.shape)}")
-    return ids[:, :-1], ids[:, 1:]
-
-
-def teacher_forcing(tgt_ids: Tensor, bos_id: int) -> tuple[Tensor, Tensor]:
-    """Decoder input and targets for an encoder-decoder: the target shifted right behind ``bos_id``.
-
-    Args:
-        tgt_ids: (B, T) target ids, usually ending in an end-of-sequence id.
-        bos_id: the begin-of-sequence id the decoder starts from (as in ``generate``).
-
-    Returns:
-        decoder_input (B, T) = ``[bos_id, tgt[:, 0], ..., tgt[:, T-2]]`` and targets (B, T) =
-        ``tgt_ids``: position t reads tokens < t of the target and is scored on token t.
-    """
-    if not isinstance(tgt_ids, Tensor):
-        raise TypeError(f"tgt_ids must be a torch.Tensor, got {type(tgt_ids).__name__}")
-    if tgt_ids.is_floating_point() or tgt_ids.dtype == torch.bool:
-        raise TypeError(f"tgt_ids must be an integer tensor, got dtype {tgt_ids.dtype}")
-    if tgt_ids.dim() != 2 or tgt_ids.shape[1] < 1:
-        raise ValueError(f"tgt_ids must have shape (B, T) with T >= 1, got {tuple(tgt_ids.shape)}")
-    if as_int(bos_id) is None:  # numpy ints and 0-d tensors are ints too
-        raise TypeError(f"bos_id must be an int, got {bos_id!r}")
-    bos = torch.full_like(tgt_ids[:, :1], as_int(bos_id))  # (B, 1)
-    return torch.cat([bos, tgt_ids[:, :-1]], dim=1), tgt_ids  # (B, T) each
-
-
-def sample_batch(data: Data, batch_size: int, block_size: Optional[int],
-                 generator: torch.Generator) -> Union[Tensor, Pairs]:
-    """One (B, T + 1) batch of token ids, or one (src (B, S), tgt (B, T)) batch of pairs.
-
-    ``data`` is either a 1-D corpus (random windows of ``block_size + 1`` tokens), a 2-D tensor
-    (N, L) of sequences (``batch_size`` random rows), a pair ``(src (N, S), tgt (N, T))`` of
-    aligned 2-D tensors (the same ``batch_size`` random rows of both), or a callable
-    ``f(generator)`` returning a batch of either kind (synthetic tasks).
-    """
-    if callable(data) and not isinstance(data, Tensor):
-        return data(generator)
-    if isinstance(data, (tuple, list)):
-        if len(data) != 2 or not all(isinstance(d, Tensor) and d.dim() == 2 for d in data):
-            raise ValueError("pairs must be (src_ids (N, S), tgt_ids (N, T)): two 2-D tensors (a list or "
-                             "tuple is read as such a pair; for a corpus of token ids pass a 1-D tensor, "
-                             "e.g. torch.tensor(ids))")
-        src, tgt = data
-        if src.shape[0] != tgt.shape[0]:
-            raise ValueError(f"src_ids has {src.shape[0]} rows but tgt_ids has {tgt.shape[0]}; "
-                             "pairs need one target row per source row")
-        rows = torch.randint(0, src.shape[0], (batch_size,), generator=generator)
-        return src[rows], tgt[rows]  # (B, S), (B, T)
-    if not isinstance(data, Tensor):
-        raise TypeError(f"data must be a token-id tensor or a callable, got {type(data).__name__}")
-    if data.dim() == 1:
-        if block_size is None or block_size < 1:
-            raise ValueError(f"a 1-D corpus needs a positive block_size, got {block_size}")
-        if data.numel() < block_size + 1:
-            raise ValueError(
-                f"the corpus has {data.numel()} tokens, fewer than block_size + 1 = {block_size + 1}"
-            )
-        starts = torch.randint(0, data.numel() - block_size, (batch_size,), generator=generator)
-        return torch.stack([data[s : s + block_size + 1] for s in starts.tolist()])  # (B, T + 1)
-    if data.dim() == 2:
-        if data.shape[0] < 1 or data.shape[1] < 2:
-            raise ValueError(f"2-D data needs rows of at least 2 tokens (inputs and their next-token "
-                             f"targets), got data of shape {tuple(data.shape)}")
-        rows = torch.randint(0, data.shape[0], (batch_size,), generator=generator)
-        return data[rows]  # (B, L)
-    raise ValueError(f"data must be 1-D (a corpus) or 2-D (N, L) sequences, got shape {tuple(data.shape)}")
+__all__ = ["train", "train_many", "shift_targets", "teacher_forcing", "sample_batch", "Data",
+           "Pairs"]
 
 
 _TAKES = ("an attnlib.GPT (or any module mapping ids (B, T) to logits (B, T, V)) with a corpus "
@@ -154,7 +82,8 @@ def train(
         The model is left in the mode (train/eval) it had before the call.
     """
     if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module (e.g. attnlib.GPT), got {type(model).__name__}")
+        raise TypeError(f"model must be a torch.nn.Module (e.g. attnlib.GPT), "
+                        f"got {type(model).__name__}")
     if isinstance(model, Encoder):
         raise TypeError(f"train trains a next-token model: {_TAKES}; an attnlib.Encoder returns "
                         f"hidden states, not next-token logits (train it with a loop of your own)")
@@ -176,7 +105,8 @@ def train(
             raise ValueError(f"{name} must be a finite number {low}, got {name}={x!r}")
     check_generator(generator)
     if callback is not None and not callable(callback):
-        raise TypeError(f"callback must be callable as callback(step, loss), got {type(callback).__name__}")
+        raise TypeError(f"callback must be callable as callback(step, loss), "
+                        f"got {type(callback).__name__}")
     for name, tok in (("bos_id", bos_id), ("pad_id", pad_id)):
         if tok is not None and (as_int(tok) is None):
             raise TypeError(f"{name} must be an int token id or None, got {name}={tok!r}")
@@ -187,7 +117,8 @@ def train(
         raise ValueError("model has no trainable parameters")
     device = params[0].device
     # fused: AdamW's update in one PyTorch kernel (faster; the loop's numbers up to float rounding)
-    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=device.type in ("cpu", "cuda"))
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay,
+                                  fused=device.type in ("cpu", "cuda"))
     was_training = model.training
     model.train()
     rng = range(steps)
@@ -216,21 +147,25 @@ def train(
                 raise TypeError(f"model must return next-token logits (B, T, V), directly or as "
                                 f".logits; got {got}. train takes {_TAKES}")
             if logits.shape[:2] != targets.shape:
-                raise ValueError(f"model returned logits {tuple(logits.shape)} for targets {tuple(targets.shape)}")
+                raise ValueError(f"model returned logits {tuple(logits.shape)} "
+                                 f"for targets {tuple(targets.shape)}")
             loss = lm_loss(logits, targets)  # mean cross-entropy over the targets not skipped
             value = loss.item()
             if not math.isfinite(value):  # checked before this step's update
                 if not bool((targets != IGNORE_INDEX).any()):
-                    # a batch whose targets are all padding scores nothing: no update, a NaN in the history
-                    warnings.warn(f"step {step + 1}: every target in the batch is padding; the step is "
-                                  f"skipped (its loss is recorded as nan)", stacklevel=2)
+                    # a batch whose targets are all padding scores nothing: no update, a NaN
+                    # in the history
+                    warnings.warn(f"step {step + 1}: every target in the batch is padding; "
+                                  f"the step is skipped (its loss is recorded as nan)",
+                                  stacklevel=2)
                     history.append(value)
                     if callback is not None:
                         callback(step + 1, value)
                     continue
                 raise ValueError(
-                    f"the loss at step {step + 1} is {value}: the weights or activations overflowed (a "
-                    f"learning rate too large? lr={lr}) or the model's output is broken"
+                    f"the loss at step {step + 1} is {value}: the weights or activations "
+                    f"overflowed (a learning rate too large? lr={lr}) or the model's output "
+                    f"is broken"
                 )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -269,7 +204,8 @@ def _seq2seq_forward(model: nn.Module, batch: Sequence[Tensor], bos_id: Optional
 def _check_unshared(models: list[nn.Module]) -> None:
     """Parameters two models share (the same module in both, weights tied by hand) would be
     updated by two threads at once; shared frozen ones are only read, and are fine."""
-    seen: dict[tuple, tuple[int, str, bool]] = {}  # memory -> (first model, its name, trained there)
+    # memory -> (first model, its name, trained there)
+    seen: dict[tuple, tuple[int, str, bool]] = {}
     for i, m in enumerate(models):
         for name, p in m.named_parameters():
             if p.device.type == "meta" or not p.numel():
@@ -283,8 +219,8 @@ def _check_unshared(models: list[nn.Module]) -> None:
                                  f"train them one after the other with attnlib.train")
 
 
-def train_many(models: Sequence[nn.Module], data: Data, *, seeds: Sequence[int], workers: Optional[int] = None,
-               **kwargs: Any) -> list[list[float]]:
+def train_many(models: Sequence[nn.Module], data: Data, *, seeds: Sequence[int],
+               workers: Optional[int] = None, **kwargs: Any) -> list[list[float]]:
     """:func:`train` for several models at once, each on its own CPU core; their loss histories.
 
     Model i trains exactly as ``train(models[i], data, generator=torch.Generator().manual_seed(
@@ -304,17 +240,22 @@ def train_many(models: Sequence[nn.Module], data: Data, *, seeds: Sequence[int],
     if not models or not all(isinstance(m, nn.Module) for m in models):
         raise TypeError("models must be a non-empty list of torch.nn.Modules (e.g. attnlib.GPT)")
     if len({id(m) for m in models}) != len(models):
-        raise ValueError("the same model appears twice in models: two threads would train it at once")
+        raise ValueError("the same model appears twice in models: "
+                         "two threads would train it at once")
     _check_unshared(models)
     if len(seeds) != len(models) or any(as_int(s) is None for s in seeds):
-        raise ValueError(f"seeds must hold one int per model: {len(models)} models, got seeds={seeds!r}")
+        raise ValueError(f"seeds must hold one int per model: {len(models)} models, "
+                         f"got seeds={seeds!r}")
     if "generator" in kwargs:
-        raise TypeError("train_many seeds each model's batches itself: pass seeds=[...], not generator")
+        raise TypeError("train_many seeds each model's batches itself: pass seeds=[...], "
+                        "not generator")
     for i, m in enumerate(models):
         if any(getattr(x, "p", 0) > 0 for x in m.modules() if isinstance(x, nn.Dropout)) or any(
-                getattr(x, "dropout", 0) > 0 for x in m.modules() if type(x).__name__ == "MultiHeadAttention"):
-            raise ValueError(f"models[{i}] has dropout, which draws from torch's global random generator that "
-                             "threads share (the result would depend on timing); train it with attnlib.train")
+                getattr(x, "dropout", 0) > 0 for x in m.modules()
+                if type(x).__name__ == "MultiHeadAttention"):
+            raise ValueError(f"models[{i}] has dropout, which draws from torch's global random "
+                             "generator that threads share (the result would depend on timing); "
+                             "train it with attnlib.train")
     n = min(len(models), os.cpu_count() or 1) if workers is None else as_int(workers)
     if n is None or n < 1:
         raise ValueError(f"workers must be a positive int or None, got {workers!r}")
@@ -322,7 +263,8 @@ def train_many(models: Sequence[nn.Module], data: Data, *, seeds: Sequence[int],
     torch.set_num_threads(1)  # one core per model: the same arithmetic as a one-thread run
     try:
         with ThreadPoolExecutor(n) as pool:  # torch lets go of Python's lock inside its operations
-            jobs = [pool.submit(train, m, data, generator=torch.Generator().manual_seed(as_int(s)), **kwargs)
+            jobs = [pool.submit(train, m, data,
+                                generator=torch.Generator().manual_seed(as_int(s)), **kwargs)
                     for m, s in zip(models, seeds)]
             return [job.result() for job in jobs]
     finally:

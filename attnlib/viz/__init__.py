@@ -19,5 +19,6 @@ from .mask import mask_explorer
 from .vectors import vector_explorer
 from .widgets import precomputed_slider
 
-__all__ = ["heatmap", "explorer", "attention_explorer", "precomputed_slider", "Explorer", "decode_payload",
-           "live_model", "LiveModel", "vector_explorer", "mask_explorer", "heads_grid", "exercise"]
+__all__ = ["heatmap", "explorer", "attention_explorer", "precomputed_slider", "Explorer",
+           "decode_payload", "live_model", "LiveModel", "vector_explorer", "mask_explorer",
+           "heads_grid", "exercise"]

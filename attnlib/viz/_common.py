@@ -10,8 +10,8 @@ import numpy as np
 def to_numpy(data: Any, name: str = "data") -> np.ndarray:
     """Any tensor / array / nested list -> float64 numpy array (detached, on the CPU)."""
     if data is None:
-        raise TypeError(f"{name} is None: pass the attention weights, e.g. a model's out.attentions "
-                        f"from a call with need_weights=True")
+        raise TypeError(f"{name} is None: pass the attention weights, e.g. a model's "
+                        f"out.attentions from a call with need_weights=True")
     if isinstance(data, (list, tuple)) and any(hasattr(x, "detach") for x in data):
         data = [to_numpy(x, name) for x in data]  # tensors of any dtype (bf16 too), one by one
     if hasattr(data, "detach"):  # torch.Tensor, without importing torch here
@@ -61,9 +61,11 @@ def check_limits(vmin: Any, vmax: Any) -> None:
     to the browser (JSON has no -Infinity)."""
     for name, v in (("vmin", vmin), ("vmax", vmax)):
         if v is not None and (isinstance(v, (bool, str)) or not hasattr(v, "__float__")):
-            raise TypeError(f"{name} must be a number (or None to take it from the data), got {v!r}")
+            raise TypeError(f"{name} must be a number (or None to take it from the data), "
+                            f"got {v!r}")
         if v is not None and not math.isfinite(float(v)):
-            raise ValueError(f"{name} must be a finite number (or None to take it from the data), got {v}")
+            raise ValueError(f"{name} must be a finite number (or None to take it from the "
+                             f"data), got {v}")
 
 
 def colour_range(arr: np.ndarray, vmin: Optional[float], vmax: Optional[float],

@@ -1,8 +1,9 @@
-"""The carrier of the computing outputs (vectors, mask, heads grid, exercise): one self-contained
-HTML fragment with the stylesheet, a still picture for hosts that run no scripts, a JSON payload
-and the scripts (the attention engine, the drawing kit and the output's own file), no CDN, no
-require.js, no URL. Element ids derive from the content; a second copy shown in one kernel gets
-the suffix "-2", "-3", ... (shared with the precomputed explorers)."""
+"""The carrier of the computing outputs (vectors, mask, heads grid, exercise): one
+self-contained HTML fragment with the stylesheet, a still picture for hosts that run no
+scripts, a JSON payload and the scripts (the attention engine, the drawing kit and the
+output's own file), no CDN, no require.js, no URL. Element ids derive from the content;
+a second copy shown in one kernel gets the suffix "-2", "-3", ... (shared with the
+precomputed explorers)."""
 from __future__ import annotations
 
 import hashlib
@@ -13,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ._common import HtmlOutput, standalone_page
-from .explorer import _asset, _json_for_script, _root_id
+from ._page import _asset, _json_for_script, _root_id
 
 __all__ = ["KitOutput", "rounded", "as_matrix", "as_vector", "check_names"]
 
@@ -33,9 +34,11 @@ def as_matrix(data: Any, name: str) -> np.ndarray:
 
     arr = to_numpy(data, name)
     if arr.ndim != 2 or 0 in arr.shape:
-        raise ValueError(f"{name} must be a non-empty 2-D array (rows, width), got shape {tuple(arr.shape)}")
+        raise ValueError(f"{name} must be a non-empty 2-D array (rows, width), "
+                         f"got shape {tuple(arr.shape)}")
     if not np.isfinite(arr).all():
-        raise ValueError(f"{name} must hold finite numbers (the page edits and computes them), got NaN or inf")
+        raise ValueError(f"{name} must hold finite numbers (the page edits and computes them), "
+                         f"got NaN or inf")
     return arr
 
 
@@ -73,16 +76,19 @@ class KitOutput(HtmlOutput):
 
     Attributes:
         kind: "vectors", "mask", "heads" or "exercise" (the root's class is attnlib-<kind>).
-        payload: the JSON-able dict the page reads; still: the HTML shown where scripts do not run.
+        payload: the JSON-able dict the page reads; still: the HTML shown where scripts do
+            not run.
         uid: a content hash; element ids derive from it.
     """
 
     ROOT = "attnlib-explorer"
     DATA = "attnlib-payload"
 
-    def __init__(self, kind: str, payload: dict[str, Any], still: str, label: str, summary: str,
-                 scripts: Sequence[str] = ("engine.js", "kit.js"), start: str | None = None):
-        self.kind, self.payload, self.still, self.label, self.summary = kind, payload, still, label, summary
+    def __init__(self, kind: str, payload: dict[str, Any], still: str, label: str,
+                 summary: str, scripts: Sequence[str] = ("engine.js", "kit.js"),
+                 start: str | None = None):
+        (self.kind, self.payload, self.still, self.label,
+         self.summary) = kind, payload, still, label, summary
         # start: the script that starts this output (default "<kind>.js", which also defines it)
         self._scripts = tuple(scripts) + (start or f"{kind}.js",)
         self._json = _json_for_script(payload)
@@ -104,7 +110,8 @@ class KitOutput(HtmlOutput):
         fragment = (
             f'<div class="{self.ROOT} attnlib-kit attnlib-{self.kind}" id="{root_id}" '
             f'data-attnlib-uid="{self.uid}" data-state="" role="group" aria-label="{label}">'
-            f"<style>{_asset('explorer.css')}{_asset('kit.css')}{_asset(self.kind + '.css')}</style>"
+            f"<style>{_asset('explorer.css')}{_asset('kit.css')}"
+            f"{_asset(self.kind + '.css')}</style>"
             f'<div class="attnlib-noscript">{self.still}</div>'
             f'<script type="application/json" class="{self.DATA}">{self._json}</script>'
             f"<script>{scripts}</script></div>"

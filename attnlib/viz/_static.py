@@ -1,16 +1,18 @@
-"""A matrix as a still SVG picture, for hosts that run no scripts (GitHub's and nbviewer's notebook
-view, an untrusted notebook): the first state of an explorer or a live model, drawn as text and
-rectangles (no font rasterised, no URL), so it is the same on every machine.
+"""A matrix as a still SVG picture, for hosts that run no scripts (GitHub's and
+nbviewer's notebook view, an untrusted notebook): the first state of an explorer or a
+live model, drawn as text and rectangles (no font rasterised, no URL), so it is the same
+on every machine.
 
-Two hosts, one markup. Where the HTML is kept whole (nbviewer, a browser with scripts off) the
-inline SVG is the picture. JupyterLab shows an untrusted notebook's HTML through its sanitizer,
-which removes ``<svg>`` and everything in it but the text, so the labels ran together
-("Theanimalrested...") and the picture was gone. So the same matrix also travels as an HTML
-table of coloured cells (tables and ``bgcolor`` pass the sanitizer) inside a zero-size
-``<foreignObject>``: invisible where the SVG is drawn, while the sanitizer drops the wrapper and
-keeps the table. The SVG's labels sit in an SVG ``<a>`` with the ``hidden`` attribute: HTML's
-``hidden`` does not apply to SVG elements, so they show in the SVG, but once sanitized the ``<a>``
-is an HTML element and hides them.
+Two hosts, one markup. Where the HTML is kept whole (nbviewer, a browser with scripts
+off) the inline SVG is the picture. JupyterLab shows an untrusted notebook's HTML
+through its sanitizer, which removes ``<svg>`` and everything in it but the text, so the
+labels ran together ("Theanimalrested...") and the picture was gone. So the same matrix
+also travels as an HTML table of coloured cells (tables and ``bgcolor`` pass the
+sanitizer) inside a zero-size ``<foreignObject>``: invisible where the SVG is drawn,
+while the sanitizer drops the wrapper and keeps the table. The SVG's labels sit in an
+SVG ``<a>`` with the ``hidden`` attribute: HTML's ``hidden`` does not apply to SVG
+elements, so they show in the SVG, but once sanitized the ``<a>`` is an HTML element and
+hides them.
 """
 from __future__ import annotations
 
@@ -31,8 +33,9 @@ def _label(tok: object) -> str:
     return html.escape({"\n": "\u23ce", "\t": "\u21e5", " ": "\u2423"}.get(text, text))
 
 
-def matrix_svg(values: np.ndarray, rows: Sequence[object], cols: Sequence[object], *, palette: str,
-               vmin: float, vmax: float, label: str, footer: Optional[str] = None) -> str:
+def matrix_svg(values: np.ndarray, rows: Sequence[object], cols: Sequence[object], *,
+               palette: str, vmin: float, vmax: float, label: str,
+               footer: Optional[str] = None) -> str:
     """An (R, C) matrix as inline SVG: one coloured cell per value, row and column labels.
 
     Args:
@@ -64,16 +67,17 @@ def matrix_svg(values: np.ndarray, rows: Sequence[object], cols: Sequence[object
     # one group per row; x, width and height unquoted (valid HTML): bytes count, up to 1,600 cells
     cells = "".join(f'<g transform="translate(0 {top + i * cell})">'
                     + "".join(f'<rect x={left + j * cell} width={cell - 1} height={cell - 1} '
-                              f'fill="{fills[i, j]}"/>' for j in range(C)) + "</g>" for i in range(R))
-    rows_text = "".join(f'<text x="{left - 4}" y="{top + i * cell + cell / 2 + 4:g}">{_label(r)}</text>'
-                        for i, r in enumerate(rows))
+                              f'fill="{fills[i, j]}"/>' for j in range(C))
+                    + "</g>" for i in range(R))
+    rows_text = "".join(f'<text x="{left - 4}" y="{top + i * cell + cell / 2 + 4:g}">'
+                        f'{_label(r)}</text>' for i, r in enumerate(rows))
     cols_text = "".join(f'<text x="{left + j * cell + cell / 2:g}" y="{top + R * cell + 13}">'
                         f'{_label(c)}</text>' for j, c in enumerate(cols))
     foot = "" if footer is None else (f'<text x="{left + C * cell / 2:g}" y="{H - 6}" '
                                       f'font-size="10">{html.escape(footer)}</text>')
     labels = (f'<g text-anchor="end">{rows_text}</g><g text-anchor="middle">{cols_text}{foot}</g>')
-    return (f'<svg class="attnlib-static" width="{W}" height="{H}" viewBox="0 0 {W} {H}" role="img" '
-            f'aria-label="{html.escape(label)}" style="font-family:sans-serif">'
+    return (f'<svg class="attnlib-static" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
+            f'role="img" aria-label="{html.escape(label)}" style="font-family:sans-serif">'
             f'<foreignObject width="0" height="0">{_table(fills, rows, cols, cell, footer)}'
             f'</foreignObject>{cells}<a hidden="hidden" font-size="11">{labels}</a></svg>')
 
@@ -94,8 +98,9 @@ def _table(fills: np.ndarray, rows: Sequence[object], cols: Sequence[object], ce
             f'style="font:11px sans-serif;table-layout:fixed;border-collapse:separate">'
             f'<colgroup><col><col span="{C}" width="{cell - 1}"></colgroup>')
     body = "".join(f'<tr><th align="right" height="{cell - 1}">{_label(r)}&nbsp;</th>'
-                   + "".join(f"<td bgcolor={_short(f)}>" for f in fills[i]) for i, r in enumerate(rows))
+                   + "".join(f"<td bgcolor={_short(f)}>" for f in fills[i])
+                   for i, r in enumerate(rows))
     keys = ", ".join(_label(c) for c in cols)
     note = "" if footer is None else f"; {html.escape(footer)}"
-    return (f'{head}{body}<caption style="caption-side:bottom;text-align:left">columns: {keys}{note}'
-            "</caption></table>")
+    return (f'{head}{body}<caption style="caption-side:bottom;text-align:left">'
+            f'columns: {keys}{note}</caption></table>')

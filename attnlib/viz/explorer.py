@@ -1,111 +1,35 @@
-"""A kernel-free attention explorer: every state precomputed in Python, drawn as SVG in the browser.
+"""A kernel-free attention explorer: every state precomputed in Python, drawn as SVG in the
+browser.
 
-The output is one self-contained HTML fragment (inline <style>, a JSON payload, an inline <script>;
-no CDN, no require.js), so it works in the static book, in JupyterLab and in Colab with no kernel.
-Numbers travel as integers ``round(value * 10**digits)`` (offset by the smallest one), packed into
-little-endian uint8/16/32 and base64-encoded: the tooltip shows exactly ``round(value, digits)``.
+The output is one self-contained HTML fragment (inline <style>, a JSON payload, an
+inline <script>; no CDN, no require.js), so it works in the static book, in JupyterLab
+and in Colab with no kernel. Numbers travel as integers ``round(value * 10**digits)``
+(offset by the smallest one), packed into little-endian uint8/16/32 and base64-encoded
+(``_packing.py``): the tooltip shows exactly ``round(value, digits)``.
 """
 from __future__ import annotations
 
-import base64
 import hashlib
 import html
-import json
 import math
-from collections import Counter
-from functools import lru_cache
-from importlib import resources
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
 from ._static import matrix_svg
-from ._common import HtmlOutput, check_cmap, check_tokens, colour_range, default_cmap, standalone_page, to_numpy
+from ._common import (HtmlOutput, check_cmap, check_tokens, colour_range, default_cmap,
+                      standalone_page, to_numpy)
+from ._packing import _encode, decode_payload
+from ._page import _asset, _json_for_script, _palette, _root_id
 
 __all__ = ["Explorer", "explorer", "decode_payload"]
 
-_NEG_INF, _POS_INF, _NAN = 0, 1, 2  # sentinels count down from the dtype's maximum
 _DEFAULT_DIMS = ("layer", "head")
-_RENDERED: Counter = Counter()  # output uid -> HTML fragments made so far in this process
-
-
-@lru_cache(maxsize=None)
-def _asset(name: str) -> str:
-    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
-
-
-@lru_cache(maxsize=8)
-def _palette(cmap: str) -> str:
-    """256 colours of a matplotlib colormap as one hex string (6 characters per colour)."""
-    import matplotlib
-
-    cmap = check_cmap(cmap)
-    colours = (matplotlib.colormaps[cmap] if isinstance(cmap, str) else cmap)(np.linspace(0.0, 1.0, 256))
-    return "".join("%02x%02x%02x" % tuple(int(round(255 * c)) for c in rgba[:3]) for rgba in colours)
-
-
-def _encode(arr: np.ndarray, digits: int) -> dict[str, Any]:
-    """Quantise to ``digits`` decimals and pack as base64 little-endian unsigned ints."""
-    scale = 10.0 ** digits
-    finite = np.isfinite(arr)
-    biggest = float(np.abs(arr[finite]).max()) if finite.any() else 0.0
-    if biggest * scale > 2.0 ** 53:  # beyond this, integers (int64 here, doubles in JS) are not exact
-        raise ValueError(f"values up to {biggest:g} cannot be held exactly at digits={digits} (the payload "
-                         "stores value * 10**digits as an integer below 2**53); pass fewer digits or rescale the data")
-    q = np.zeros(arr.shape, dtype=np.int64)
-    q[finite] = np.round(arr[finite] * scale).astype(np.int64)
-    base = int(q[finite].min()) if finite.any() else 0
-    span = (int(q[finite].max()) - base) if finite.any() else 0
-    for nbytes, dtype in ((1, "<u1"), (2, "<u2"), (4, "<u4")):
-        top = 2 ** (8 * nbytes) - 1
-        if span <= top - 3:
-            break
-    else:
-        raise ValueError(f"values span {span / scale:g} which at digits={digits} needs more than "
-                         "32 bits per value; pass fewer digits")
-    packed = (q - base).astype(np.int64)
-    packed[np.isneginf(arr)] = top - _NEG_INF
-    packed[np.isposinf(arr)] = top - _POS_INF
-    packed[np.isnan(arr)] = top - _NAN
-    raw = packed.astype(dtype).tobytes(order="C")
-    return {"base": base, "bytes": nbytes, "data": base64.b64encode(raw).decode("ascii")}
-
-
-def decode_payload(payload: Mapping[str, Any], example: int = 0) -> np.ndarray:
-    """Inverse of the packing (what the browser does): the (*leading, Tq, Tk) values of one example."""
-    ex = payload["examples"][example]
-    nbytes = ex["bytes"]
-    raw = np.frombuffer(base64.b64decode(ex["data"]), dtype={1: "<u1", 2: "<u2", 4: "<u4"}[nbytes])
-    top = 2 ** (8 * nbytes) - 1
-    out = (raw.astype(np.float64) + ex["base"]) / 10.0 ** payload["digits"]
-    out[raw == top - _NEG_INF] = -np.inf
-    out[raw == top - _POS_INF] = np.inf
-    out[raw == top - _NAN] = np.nan
-    shape = [len(d["labels"]) for d in payload["dims"]] + [len(ex["rows"]), len(ex["cols"])]
-    return out.reshape(shape)
-
-
-def _json_for_script(obj: Any) -> str:
-    """JSON that is safe inside <script>: no '<', '>' or '&' can close the tag or start a comment."""
-    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
-def _root_id(kind: str, uid: str, full_page: bool) -> str:
-    """The id of an output's root element. The same output shown twice on one page must not repeat
-    its id: count the copies made in this process; the first keeps the plain id (so stored outputs
-    stay as they were), later ones get "-2", "-3", ... (deterministic in a fresh kernel). A
-    standalone page holds one copy."""
-    root_id = f"attnlib-{kind}-{uid}"
-    if not full_page:
-        _RENDERED[uid] += 1
-        if _RENDERED[uid] > 1:
-            root_id += f"-{_RENDERED[uid]}"
-    return root_id
 
 
 class Explorer(HtmlOutput):
-    """A precomputed, browser-drawn attention explorer. Display it (last line of a cell) to show it.
+    """A precomputed, browser-drawn attention explorer. Display it (last line of a cell) to
+    show it.
 
     Attributes:
         payload: the JSON-able dict shipped to the browser (see ``decode_payload``).
@@ -118,7 +42,8 @@ class Explorer(HtmlOutput):
         self.uid = hashlib.sha1(self._json.encode("utf-8")).hexdigest()[:12]
 
     def _still(self) -> str:
-        """The first state as a still SVG picture plus a line saying what it is (for no-script hosts)."""
+        """The first state as a still SVG picture plus a line saying what it is (for
+        no-script hosts)."""
         p = self.payload
         ex = p["examples"][0]
         start = p.get("initial") or [0] * len(p["dims"])  # the state it opens on
@@ -133,8 +58,10 @@ class Explorer(HtmlOutput):
                          footer=f"{p['valueName']} from {p['vmin']:g} to {p['vmax']:g}")
         shown = f"a still picture of its {which} ({where})" if where else "a still picture of it"
         text = (f"Interactive explorer ({html.escape(repr(self))}). Scripts do not run here, so "
-                + (f"this is {html.escape(shown)}" if svg else "its matrices are too large to draw as a still")
-                + ". In Jupyter, run the cell or trust the notebook; in the book, allow JavaScript.")
+                + (f"this is {html.escape(shown)}" if svg
+                   else "its matrices are too large to draw as a still")
+                + ". In Jupyter, run the cell or trust the notebook; in the book, "
+                  "allow JavaScript.")
         return f'<div class="attnlib-noscript"><p style="margin:0 0 6px">{text}</p>{svg}</div>'
 
     def _opening_script(self) -> str:
@@ -168,7 +95,8 @@ class Explorer(HtmlOutput):
             f"<style>{_asset('explorer.css')}</style>"
             f"{self._still()}"
             f'<script type="application/json" class="attnlib-data">{self._json}</script>'
-            f"<script>{_asset('kit.js')}\n{_asset('heatmap_keys.js')}\n{_asset('explorer.js')}</script>"
+            f"<script>{_asset('kit.js')}\n{_asset('heatmap_keys.js')}\n"
+            f"{_asset('explorer.js')}</script>"
             f"{self._opening_script()}"
             "</div>"
         )
@@ -192,26 +120,31 @@ def explorer(data: Any, row_tokens: Optional[Sequence[Any]] = None,
     """Precompute every state of a (*leading, Tq, Tk) array for the browser explorer.
 
     Args:
-        data: array-like (*leading, Tq, Tk), or a list of those (one per example, as many leading
-            dims each; Tq/Tk may differ, then ``row_tokens``/``col_tokens`` are lists of lists).
-        row_tokens, col_tokens: query / key labels (``col_tokens`` defaults to ``row_tokens``).
+        data: array-like (*leading, Tq, Tk), or a list of those (one per example, as many
+            leading dims each; Tq/Tk may differ, then ``row_tokens``/``col_tokens`` are lists
+            of lists).
+        row_tokens, col_tokens: query / key labels (``col_tokens`` defaults to
+            ``row_tokens``).
         dims: names of the leading axes (default: the last ones of ("layer", "head")).
         dim_labels: {dim name: labels}, one label per index (default 0, 1, ...).
         examples: names of the examples (a ``select`` picks one).
         title: shown above the plot; value_name: what a cell holds ("weight", "score", ...).
         diverging: signed data: a diverging colour-blind-safe palette centred on 0.
-        vmin, vmax: colour range (default [min(0, data), max(1, data)], or +-max|data| diverging).
+        vmin, vmax: colour range (default [min(0, data), max(1, data)], or +-max|data|
+            diverging).
         digits: decimals kept and shown (the payload holds round(value, digits) exactly).
         cmap: any matplotlib colormap name (default viridis / RdBu_r).
-        initial: {dim name: label} of the state it opens on, e.g. {"step": 400} to open at the end
-            of training (default: the first label of every dim); the still picture shows it too.
+        initial: {dim name: label} of the state it opens on, e.g. {"step": 400} to open at the
+            end of training (default: the first label of every dim); the still picture shows it
+            too.
     Returns:
         An ``Explorer``; display it to draw it. ``-inf``/NaN cells are drawn as masked.
     """
     if not isinstance(digits, int) or not 0 <= digits <= 6:
         raise ValueError(f"digits must be an int in [0, 6], got {digits!r}")
     cmap = default_cmap(diverging) if cmap is None else check_cmap(cmap)  # "" is not the default
-    multi = isinstance(data, (list, tuple)) and (examples is not None or _is_token_list_of_lists(row_tokens))
+    multi = isinstance(data, (list, tuple)) and (examples is not None
+                                                 or _is_token_list_of_lists(row_tokens))
     arrays = [to_numpy(d, f"data[{i}]") for i, d in enumerate(data)] if multi else [to_numpy(data)]
     n_ex = len(arrays)
     if n_ex == 0:
@@ -229,22 +162,25 @@ def explorer(data: Any, row_tokens: Optional[Sequence[Any]] = None,
             raise ValueError(f"{what} has {len(tokens)} token lists but data has {n_ex} examples")
         return list(tokens)
 
-    rows_per, cols_per = per_example(row_tokens, "row_tokens"), per_example(col_tokens, "col_tokens")
+    rows_per, cols_per = (per_example(row_tokens, "row_tokens"),
+                          per_example(col_tokens, "col_tokens"))
     lead = arrays[0].shape[:-2]
     for i, a in enumerate(arrays):
         if a.ndim < 2:
-            raise ValueError(f"data must be (*leading, Tq, Tk); example {i} has shape {tuple(a.shape)}")
+            raise ValueError(f"data must be (*leading, Tq, Tk); example {i} has shape "
+                             f"{tuple(a.shape)}")
         if a.shape[:-2] != lead:
-            raise ValueError(f"every example needs the same leading shape; example 0 has {tuple(lead)}, "
-                             f"example {i} has {tuple(a.shape[:-2])}")
+            raise ValueError(f"every example needs the same leading shape; example 0 has "
+                             f"{tuple(lead)}, example {i} has {tuple(a.shape[:-2])}")
         if a.shape[-1] == 0 or a.shape[-2] == 0 or 0 in lead:
             raise ValueError(f"example {i} has an empty axis: shape {tuple(a.shape)}")
     if dims is None:
-        dims = _DEFAULT_DIMS[-len(lead):] if 0 < len(lead) <= 2 else [f"axis {k}" for k in range(len(lead))]
+        dims = (_DEFAULT_DIMS[-len(lead):] if 0 < len(lead) <= 2
+                else [f"axis {k}" for k in range(len(lead))])
     dims = [str(d) for d in dims]
     if len(dims) != len(lead):
-        raise ValueError(f"dims names {len(dims)} axes {dims} but data has {len(lead)} leading axes "
-                         f"(shape {tuple(arrays[0].shape)})")
+        raise ValueError(f"dims names {len(dims)} axes {dims} but data has {len(lead)} leading "
+                         f"axes (shape {tuple(arrays[0].shape)})")
     dim_labels = dict(dim_labels or {})
     unknown = set(dim_labels) - set(dims)
     if unknown:
@@ -253,7 +189,8 @@ def explorer(data: Any, row_tokens: Optional[Sequence[Any]] = None,
     for name, size in zip(dims, lead):
         labels = [str(x) for x in dim_labels.get(name, range(size))]
         if len(labels) != size:
-            raise ValueError(f"dim_labels[{name!r}] has {len(labels)} labels but the {name} axis has {size}")
+            raise ValueError(f"dim_labels[{name!r}] has {len(labels)} labels but the {name} "
+                             f"axis has {size}")
         dim_spec.append({"name": name, "labels": labels})
 
     start = _initial_indices(initial, dim_spec)
@@ -276,8 +213,10 @@ def explorer(data: Any, row_tokens: Optional[Sequence[Any]] = None,
     return Explorer(payload)
 
 
-def _initial_indices(initial: Optional[Mapping[str, Any]], dim_spec: list[dict[str, Any]]) -> Optional[list[int]]:
-    """{dim name: label} -> one index per dim (0 where not named); None when ``initial`` is None."""
+def _initial_indices(initial: Optional[Mapping[str, Any]],
+                     dim_spec: list[dict[str, Any]]) -> Optional[list[int]]:
+    """{dim name: label} -> one index per dim (0 where not named); None when ``initial`` is
+    None."""
     if initial is None:
         return None
     if not isinstance(initial, Mapping):
@@ -291,7 +230,8 @@ def _initial_indices(initial: Optional[Mapping[str, Any]], dim_spec: list[dict[s
     for d in dim_spec:
         label = wanted.get(d["name"])
         if label is not None and label not in d["labels"]:
-            raise ValueError(f"initial[{d['name']!r}] is {label!r}, not one of the {d['name']} labels {d['labels']}")
+            raise ValueError(f"initial[{d['name']!r}] is {label!r}, not one of the "
+                             f"{d['name']} labels {d['labels']}")
         start.append(0 if label is None else d["labels"].index(label))
     return start
 

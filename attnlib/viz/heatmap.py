@@ -1,4 +1,5 @@
-"""Static attention heatmaps with matplotlib: token axes, a labelled colour bar, masked cells hatched.
+"""Static attention heatmaps with matplotlib: token axes, a labelled colour bar, masked cells
+hatched.
 
 Also how the book's matplotlib figures are exported (``figure_png``): at twice their pixels, so
 they are sharp on high-density screens, with the size they are shown at as metadata, and as a
@@ -28,7 +29,8 @@ LABEL_MAX = 40     # show every token label up to this many; beyond, every n-th
 
 
 def _label(token: str, width: int = 14) -> str:
-    """A token as a tick label: visible whitespace, '$' escaped (mathtext), long tokens shortened."""
+    """A token as a tick label: visible whitespace, '$' escaped (mathtext), long tokens
+    shortened."""
     shown = token.replace("\n", "\u23ce").replace("$", r"\$")
     if not token.strip():
         shown = "\u2423" * max(1, len(token))  # a run of spaces shows as open boxes
@@ -54,17 +56,20 @@ def heatmap(weights: Any, row_tokens: Optional[Sequence[Any]] = None,
             colorbar_label: str = "attention weight", xlabel: str = "key",
             ylabel: str = "query", digits: int = 2, colorbar: bool = True,
             figsize: Optional[tuple[float, float]] = None) -> Axes:
-    """Draw a (Tq, Tk) matrix as a heatmap with query tokens down the side and key tokens along the bottom.
+    """Draw a (Tq, Tk) matrix as a heatmap with query tokens down the side and key tokens
+    along the bottom.
 
     Args:
-        weights: (Tq, Tk) tensor or array; ``-inf`` / NaN cells (masked scores) are drawn hatched grey.
+        weights: (Tq, Tk) tensor or array; ``-inf`` / NaN cells (masked scores) are drawn
+            hatched grey.
         row_tokens: Tq labels for the rows (queries); ``None`` numbers them.
         col_tokens: Tk labels for the columns (keys); defaults to ``row_tokens`` when square.
         ax: axes to draw into; a new figure of about (5, 4) inches is made when ``None``.
         title: the axes title (defaults to "attention weights").
         cmap: colormap name; default viridis, or RdBu_r when the range straddles 0 (signed data).
         vmin, vmax: colour range, default [0, 1] for weights; ``None`` takes it from the data
-            (centred on 0 for signed data). Values outside the range get arrow ends on the colour bar.
+            (centred on 0 for signed data). Values outside the range get arrow ends on the
+            colour bar.
         annotate: write each value in its cell; default when both sides have at most 10 tokens.
         colorbar_label: the colour bar's label (the weight scale).
         xlabel, ylabel: axis names; digits: decimals of the annotations.
@@ -73,13 +78,15 @@ def heatmap(weights: Any, row_tokens: Optional[Sequence[Any]] = None,
     """
     arr = to_numpy(weights, "weights")
     if as_int(digits) is None or digits < 0:
-        raise ValueError(f"digits must be an int >= 0 (decimals of the annotations), got {digits!r}")
+        raise ValueError(f"digits must be an int >= 0 (decimals of the annotations), "
+                         f"got {digits!r}")
     if arr.ndim != 2:
         raise ValueError(f"heatmap needs a 2-D (Tq, Tk) matrix, got shape {tuple(arr.shape)}; "
                          "select one layer/head first, e.g. weights[0, 0]")
     n_rows, n_cols = arr.shape
     if n_rows == 0 or n_cols == 0:
-        raise ValueError(f"heatmap needs a non-empty matrix; it has an empty axis: shape {tuple(arr.shape)}")
+        raise ValueError(f"heatmap needs a non-empty matrix; it has an empty axis: "
+                         f"shape {tuple(arr.shape)}")
     check_limits(vmin, vmax)
     both_given = vmin is not None and vmax is not None
     rows = check_tokens(row_tokens, n_rows, "row_tokens", "rows (queries)")
@@ -95,8 +102,8 @@ def heatmap(weights: Any, row_tokens: Optional[Sequence[Any]] = None,
     vmax = hi if vmax is None else float(vmax)
     if not vmax > vmin:
         if both_given:
-            raise ValueError(f"colour range needs vmin < vmax, got vmin={vmin}, vmax={vmax} (vmin or "
-                             "vmax=None takes that end from the data)")
+            raise ValueError(f"colour range needs vmin < vmax, got vmin={vmin}, vmax={vmax} "
+                             "(vmin or vmax=None takes that end from the data)")
         vmax = vmin + 1.0  # a constant matrix: any non-empty range shows it
     cmap = check_cmap(default_cmap(vmin < 0 < vmax) if cmap is None else cmap)  # before a figure
 

@@ -1,17 +1,21 @@
 """A live model in the page: a small trained attnlib.GPT whose forward pass runs in the browser.
 
-``live_model(gpt, tokenizer)`` ships the weights (float32 or float16, base64), the character
-vocabulary and the scripts in one self-contained HTML fragment: no kernel, no CDN, no network.
-The scripts: ``live_model.js`` (the forward pass in plain JavaScript with typed arrays and its KV
-cache, on the shared attention engine ``engine.js``), ``sampling.js`` (seeded sampling),
-``kit.js`` and ``heatmap_keys.js`` (the DOM kit every output draws with), ``live_lab.js`` (the
-laboratory) and ``live.js`` (the page, which starts the output). The reader types text and sees every layer's and head's attention over it, the next-token
-probabilities, and generation step by step with the KV cache growing. Where scripts do not run
-(GitHub's notebook view, an untrusted notebook) a static SVG of the first state shows instead.
+``live_model(gpt, tokenizer)`` ships the weights (float32 or float16, base64), the
+character vocabulary and the scripts in one self-contained HTML fragment: no kernel, no
+CDN, no network. The scripts: ``live_model.js`` (the forward pass in plain JavaScript
+with typed arrays and its KV cache, on the shared attention engine ``engine.js``),
+``sampling.js`` (seeded sampling), ``kit.js`` and ``heatmap_keys.js`` (the DOM kit every
+output draws with), ``live_lab.js`` (the laboratory) and ``live.js`` (the page, which
+starts the output). The reader types text and sees every layer's and head's attention
+over it, the next-token probabilities, and generation step by step with the KV cache
+growing. Where scripts do not run (GitHub's notebook view, an untrusted notebook) a
+static SVG of the first state shows instead.
+
+This module is the output (``LiveModel``, its HTML and its still picture); what the page
+can run, the packed weights and the guided experiments are :mod:`attnlib.viz.live_export`.
 """
 from __future__ import annotations
 
-import base64
 import hashlib
 import html
 import math
@@ -25,84 +29,16 @@ from ..lora import LoRALinear, merge_lora
 from ..models import GPT
 from ..tokenizers import CharTokenizer
 from ._common import HtmlOutput, check_cmap, standalone_page
-from .explorer import _asset, _json_for_script, _palette, _root_id
+from ._page import _asset, _json_for_script, _palette, _root_id
+from .live_export import _DTYPES, _check_supported, _experiments, _pack, _tensors
+from .live_export import STEPS  # noqa: F401 (importable from here, as before)
 
 __all__ = ["LiveModel", "live_model"]
 
-_DTYPES = {"float32": ("f32", np.float32), "float16": ("f16", np.float16)}
 # in the order they run: each file finds what it uses defined by the ones before it
-_LIVE_FILES = ("engine.js", "kit.js", "heatmap_keys.js", "sampling.js", "live_model.js", "live_lab.js", "live.js")
+_LIVE_FILES = ("engine.js", "kit.js", "heatmap_keys.js", "sampling.js", "live_model.js",
+               "live_lab.js", "live.js")
 _LIVE_SCRIPTS = "\n".join(_asset(name) for name in _LIVE_FILES)
-
-
-def _tensors(gpt: GPT) -> list[tuple[str, torch.Tensor]]:
-    """The weights the JS forward pass reads, by its names (matrices are (out, in), like nn.Linear)."""
-    named = [("tok", gpt.embed.tok_emb.weight)]
-    if gpt.embed.pos_emb is not None:  # learned or sinusoidal: ship the (max_len, C) table itself
-        named.append(("pos", gpt.embed.pos_emb(torch.arange(gpt.cfg.max_len))))
-    for i, layer in enumerate(gpt.layers):
-        a = layer.self_attn
-        parts = [("n1", layer.norm1), ("q", a.q_proj), ("k", a.k_proj), ("v", a.v_proj), ("o", a.out_proj),
-                 ("n3", layer.norm3), ("f1", layer.ffn.fc1), ("f2", layer.ffn.fc2)]
-        for short, mod in parts:
-            named.append((f"l{i}.{short}.w", mod.weight))
-            if getattr(mod, "bias", None) is not None:
-                named.append((f"l{i}.{short}.b", mod.bias))
-    if gpt.norm_f is not None:
-        named += [("nf.w", gpt.norm_f.weight), ("nf.b", gpt.norm_f.bias)]
-    if gpt.lm_head.weight is not gpt.embed.tok_emb.weight:
-        named.append(("head", gpt.lm_head.weight))
-    return named
-
-
-def _check_supported(gpt: Any, tokenizer: Any) -> None:
-    if not isinstance(gpt, GPT):
-        raise TypeError(f"gpt must be an attnlib.GPT, got {type(gpt).__name__}")
-    if not isinstance(tokenizer, CharTokenizer):
-        raise TypeError(f"tokenizer must be an attnlib.CharTokenizer (the JS tokenizer is one token per "
-                        f"character), got {type(tokenizer).__name__}")
-    cfg = gpt.cfg
-    if tokenizer.vocab_size != cfg.vocab_size:
-        raise ValueError(f"tokenizer has {tokenizer.vocab_size} entries but the model's vocab_size is "
-                         f"{cfg.vocab_size}")
-    unsupported = []
-    if cfg.positional not in ("learned", "sinusoidal", "none"):
-        unsupported.append(f"positional={cfg.positional!r}")
-    if cfg.activation == "swiglu":
-        unsupported.append("activation='swiglu'")
-    if cfg.type_vocab_size or cfg.embedding_norm:
-        unsupported.append("token types / embedding_norm")
-    if getattr(cfg, "norm", "layernorm") != "layernorm":
-        unsupported.append(f"norm={cfg.norm!r}")
-    if getattr(cfg, "n_kv_heads", None) not in (None, cfg.n_heads):
-        unsupported.append(f"n_kv_heads={cfg.n_kv_heads}")
-    if unsupported:
-        raise ValueError("live_model's JavaScript forward pass supports learned/sinusoidal/no positions, "
-                         "relu/gelu/gelu_tanh, LayerNorm, pre- or post-norm and multi-head attention; "
-                         f"this model has {', '.join(unsupported)}")
-    n_params = sum(p.numel() for p in gpt.parameters())
-    if n_params > 1_000_000:
-        raise ValueError(f"the model has {n_params} parameters; a page carries at most 1,000,000 "
-                         "(about 2 MB in float16): pass a smaller model")
-
-
-def _pack(named: list[tuple[str, torch.Tensor]], dtype: str) -> tuple[list[dict], str, dict]:
-    """Matrices in ``dtype``, vectors in float32, one little-endian blob (4-byte aligned offsets).
-
-    Returns (index [{name, shape, dtype, offset}], base64 blob, {name: dequantized float32 array})."""
-    code, np_dtype = _DTYPES[dtype]
-    index, chunks, values, offset = [], [], {}, 0
-    for name, t in named:
-        arr = t.detach().to("cpu", torch.float32).numpy()
-        # matrices in the chosen dtype; vectors (LayerNorm, biases) and position tables in float32
-        kind, nd = (code, np_dtype) if arr.ndim == 2 and name != "pos" else ("f32", np.float32)
-        raw = arr.astype(np.dtype(nd).newbyteorder("<")).tobytes(order="C")
-        index.append({"name": name, "shape": list(arr.shape), "dtype": kind, "offset": offset})
-        values[name] = arr.astype(nd).astype(np.float32)
-        pad = (-len(raw)) % 4
-        chunks.append(raw + b"\0" * pad)
-        offset += len(raw) + pad
-    return index, base64.b64encode(b"".join(chunks)).decode("ascii"), values
 
 
 class LiveModel(HtmlOutput):
@@ -113,7 +49,8 @@ class LiveModel(HtmlOutput):
         uid: a content hash; element ids derive from it (the same model gives the same HTML).
     """
 
-    def __init__(self, payload: dict[str, Any], gpt: GPT, values: dict[str, np.ndarray], fallback: str):
+    def __init__(self, payload: dict[str, Any], gpt: GPT, values: dict[str, np.ndarray],
+                 fallback: str):
         self.payload = payload
         self._gpt, self._values, self._fallback = gpt, values, fallback
         self._json = _json_for_script(payload)
@@ -121,8 +58,9 @@ class LiveModel(HtmlOutput):
 
     def __repr__(self) -> str:
         c = self.payload["config"]
-        return (f"LiveModel({self.payload['title']!r}, L={c['L']}, H={c['H']}, C={c['C']}, vocab={c['V']}, "
-                f"max_len={c['T']}, weights={self.payload['weightsDtype']}, {self.nbytes // 1024} KiB)")
+        return (f"LiveModel({self.payload['title']!r}, L={c['L']}, H={c['H']}, C={c['C']}, "
+                f"vocab={c['V']}, max_len={c['T']}, weights={self.payload['weightsDtype']}, "
+                f"{self.nbytes // 1024} KiB)")
 
     @property
     def nbytes(self) -> int:
@@ -130,7 +68,8 @@ class LiveModel(HtmlOutput):
         return len(self._fragment(f"attnlib-live-{self.uid}").encode("utf-8"))
 
     def reference_model(self) -> GPT:
-        """A copy of the GPT holding exactly the shipped (dequantized) weights: what the page computes."""
+        """A copy of the GPT holding exactly the shipped (dequantized) weights: what the page
+        computes."""
         import copy
 
         ref = copy.deepcopy(self._gpt).float().cpu().eval()
@@ -141,8 +80,9 @@ class LiveModel(HtmlOutput):
         return ref
 
     def to_html(self, *, full_page: bool = False) -> str:
-        """The self-contained fragment; ``full_page=True`` wraps it in a minimal HTML document. A
-        second copy shown in one kernel gets the root id suffix "-2", "-3", ... (as an explorer)."""
+        """The self-contained fragment; ``full_page=True`` wraps it in a minimal HTML
+        document. A second copy shown in one kernel gets the root id suffix "-2", "-3", ...
+        (as an explorer)."""
         root_id = _root_id("live", self.uid, full_page)
         fragment = self._fragment(root_id)
         if not full_page:
@@ -163,28 +103,32 @@ class LiveModel(HtmlOutput):
 
 
 def live_model(gpt: GPT, tokenizer: CharTokenizer, *, title: Optional[str] = None,
-               prompt: str = "And God said", weights: str = "float16", temperature: float = 0.8,
-               top_k: int = 10, top_p: float = 1.0, seed: int = 0, cmap: Optional[str] = None,
-               lab: bool = True, experiments: Optional[Sequence[Mapping[str, Any]]] = None) -> LiveModel:
+               prompt: str = "And God said", weights: str = "float16",
+               temperature: float = 0.8, top_k: int = 10, top_p: float = 1.0, seed: int = 0,
+               cmap: Optional[str] = None, lab: bool = True,
+               experiments: Optional[Sequence[Mapping[str, Any]]] = None) -> LiveModel:
     """Export a small trained GPT and its character tokenizer to a live page.
 
     Args:
-        gpt: an attnlib.GPT (learned/sinusoidal/no positions, relu/gelu/gelu_tanh, LayerNorm, pre- or
-            post-norm, tied or untied head; LoRA adapters are folded in); tokenizer: its
-            attnlib.CharTokenizer.
+        gpt: an attnlib.GPT (learned/sinusoidal/no positions, relu/gelu/gelu_tanh, LayerNorm,
+            pre- or post-norm, tied or untied head; LoRA adapters are folded in); tokenizer:
+            its attnlib.CharTokenizer.
         title: shown above; prompt: the text the page starts with.
         weights: "float16" (half the bytes; LayerNorm and biases stay float32) or "float32".
-        temperature, top_k, top_p, seed: the sampling controls' starting values (top_k 0 = off).
+        temperature, top_k, top_p, seed: the sampling controls' starting values (top_k 0 =
+            off).
         cmap: a matplotlib colormap name for the attention (default viridis).
-        lab: add the laboratory under the model: switch heads off (each head's output zeroed before
-            out_proj) and compare the next-token probabilities and the greedy continuation; the
-            logit lens (norm_f and lm_head after every layer); one token through the network, step
-            by step, with each step's numbers, shape and attnlib module.
-        experiments: guided experiments for the laboratory, each a dict with ``sentence`` (what to
-            try, shown with a button that sets it up) and any of ``text`` (the text to type),
-            ``off`` (heads to switch off, [(layer, head)], counted from 0), ``show`` ((layer, head)
-            drawn in the model's matrix), ``lens`` (the position the lens shows; -1 = the last) and
-            ``step`` ((step name, layer) where the step-through starts, e.g. ("weights", 0)).
+        lab: add the laboratory under the model: switch heads off (each head's output zeroed
+            before out_proj) and compare the next-token probabilities and the greedy
+            continuation; the logit lens (norm_f and lm_head after every layer); one token
+            through the network, step by step, with each step's numbers, shape and attnlib
+            module.
+        experiments: guided experiments for the laboratory, each a dict with ``sentence``
+            (what to try, shown with a button that sets it up) and any of ``text`` (the text
+            to type), ``off`` (heads to switch off, [(layer, head)], counted from 0), ``show``
+            ((layer, head) drawn in the model's matrix), ``lens`` (the position the lens
+            shows; -1 = the last) and ``step`` ((step name, layer) where the step-through
+            starts, e.g. ("weights", 0)).
 
     Returns:
         A ``LiveModel``; display it. ``.reference_model()`` is a GPT with the shipped weights.
@@ -198,9 +142,11 @@ def live_model(gpt: GPT, tokenizer: CharTokenizer, *, title: Optional[str] = Non
     for name, x in (("temperature", temperature), ("top_p", top_p)):
         if as_real(x) is None:
             raise TypeError(f"{name} must be a number, got {name}={x!r}")
-    if not (0 <= temperature < math.inf and isinstance(top_k, int) and top_k >= 0 and 0 < top_p <= 1):
-        raise ValueError(f"need a finite temperature >= 0, an int top_k >= 0 and 0 < top_p <= 1; got "
-                         f"temperature={temperature}, top_k={top_k!r}, top_p={top_p}")
+    if not (0 <= temperature < math.inf and isinstance(top_k, int) and top_k >= 0
+            and 0 < top_p <= 1):
+        raise ValueError(f"need a finite temperature >= 0, an int top_k >= 0 and "
+                         f"0 < top_p <= 1; got temperature={temperature}, top_k={top_k!r}, "
+                         f"top_p={top_p}")
     if as_int(seed) is None:
         raise TypeError(f"seed must be an int, got seed={seed!r}")
     for name, text in (("title", title), ("prompt", prompt)):
@@ -212,7 +158,8 @@ def live_model(gpt: GPT, tokenizer: CharTokenizer, *, title: Optional[str] = Non
     except ValueError as e:  # the tokenizer names the character; say it is the prompt's
         raise ValueError(f"prompt: {e}") from None
     if not 0 < len(prompt_ids) <= cfg.max_len:
-        raise ValueError(f"prompt has {len(prompt_ids)} tokens; it needs 1 to max_len={cfg.max_len}")
+        raise ValueError(f"prompt has {len(prompt_ids)} tokens; it needs 1 to "
+                         f"max_len={cfg.max_len}")
     was_training = gpt.training
     gpt.eval()
     try:
@@ -227,8 +174,9 @@ def live_model(gpt: GPT, tokenizer: CharTokenizer, *, title: Optional[str] = Non
         gpt.train(was_training)
     payload = {
         "v": 1, "title": title or "A tiny GPT, live in your browser",
-        "config": {"V": cfg.vocab_size, "C": cfg.d_model, "H": cfg.n_heads, "L": cfg.n_layers,
-                   "T": cfg.max_len, "F": cfg.d_ff, "eps": cfg.layer_norm_eps, "act": cfg.activation,
+        "config": {"V": cfg.vocab_size, "C": cfg.d_model, "H": cfg.n_heads,
+                   "L": cfg.n_layers, "T": cfg.max_len, "F": cfg.d_ff,
+                   "eps": cfg.layer_norm_eps, "act": cfg.activation,
                    "normFirst": bool(cfg.norm_first)},
         "vocab": list(tokenizer.itos), "weightsDtype": weights, "tensors": index, "blob": blob,
         "prompt": prompt, "sampling": {"temperature": float(temperature), "topK": int(top_k),
@@ -241,56 +189,9 @@ def live_model(gpt: GPT, tokenizer: CharTokenizer, *, title: Optional[str] = Non
     return live
 
 
-STEPS = ("embed", "norm1", "qkv", "weights", "out", "add1", "norm3", "ffn1", "ffn2", "normf", "logits")
-
-
-def _experiments(experiments: Any, cfg: Any, tok: CharTokenizer) -> list[dict[str, Any]]:
-    """Checked guided experiments (see live_model), as the page reads them."""
-    if experiments is None:
-        return []
-    out = []
-    for n, e in enumerate(experiments):
-        where = f"experiments[{n}]"
-        if not isinstance(e, Mapping) or not isinstance(e.get("sentence"), str):
-            raise TypeError(f"{where} must be a dict with a 'sentence' string, got {e!r}")
-        unknown = set(e) - {"sentence", "text", "off", "show", "lens", "step"}
-        if unknown:
-            raise ValueError(f"{where} has unknown keys {sorted(unknown)}")
-        x: dict[str, Any] = {"sentence": e["sentence"]}
-        if "text" in e:
-            try:
-                ids = tok.encode(e["text"])
-            except ValueError as err:
-                raise ValueError(f"{where}: text: {err}") from None
-            if not 0 < len(ids) <= cfg.max_len:
-                raise ValueError(f"{where}: text has {len(ids)} tokens; it needs 1 to max_len={cfg.max_len}")
-            x["text"] = e["text"]
-        for key in ("off", "show"):
-            pairs = e.get(key, [] if key == "off" else None)
-            if pairs is None:
-                continue
-            pairs = [pairs] if key == "show" else list(pairs)
-            for lh in pairs:
-                if (len(lh) != 2 or any(as_int(v) is None for v in lh)
-                        or not (0 <= int(lh[0]) < cfg.n_layers and 0 <= int(lh[1]) < cfg.n_heads)):
-                    raise ValueError(f"{where}: {key} needs (layer, head) pairs with 0 <= layer < {cfg.n_layers} "
-                                     f"and 0 <= head < {cfg.n_heads} (counted from 0), got {lh!r}")
-            x[key] = [[int(a), int(b)] for a, b in pairs] if key == "off" else [int(v) for v in pairs[0]]
-        if e.get("lens") is not None:
-            if as_int(e["lens"]) is None:
-                raise TypeError(f"{where}: lens must be a position (int), got {e['lens']!r}")
-            x["lens"] = int(e["lens"])
-        if e.get("step") is not None:
-            name, layer = e["step"]
-            if name not in STEPS or as_int(layer) is None:
-                raise ValueError(f"{where}: step must be (name, layer) with a name among {STEPS}, got {e['step']!r}")
-            x["step"] = [name, int(layer)]
-        out.append(x)
-    return out
-
-
 def _fallback(live: LiveModel, prompt: str, ids: list[int], tok: CharTokenizer) -> str:
-    """Static first state (for hosts that run no scripts): layer 1 head 1 as SVG, top next tokens."""
+    """Static first state (for hosts that run no scripts): layer 1 head 1 as SVG, top next
+    tokens."""
     from .live_static import static_picture
 
     ref = live.reference_model()
@@ -300,4 +201,5 @@ def _fallback(live: LiveModel, prompt: str, ids: list[int], tok: CharTokenizer) 
     probs = torch.softmax(out.logits[0, -1].double(), -1)
     top = torch.topk(probs, min(5, probs.numel()))
     nxt = [(tok.itos[int(i)], float(p)) for p, i in zip(top.values, top.indices)]
-    return static_picture(weights, list(prompt), nxt, live.payload["palette"], live.payload["title"])
+    return static_picture(weights, list(prompt), nxt, live.payload["palette"],
+                          live.payload["title"])

@@ -1,9 +1,10 @@
-"""``mask_explorer``: a mask the reader clicks. Cells of a causal / padding mask toggle, keys can be
-made padding, and the weights softmax(q k^T / sqrt(d) + M) are recomputed in the page by the shared
-attention engine (attnlib/viz/mask.js), fully masked rows included (zeros, as attnlib). The same
-mask is shown in the four conventions of the ecosystem, chosen with named buttons: PyTorch SDPA's
-bool (True = may attend), additive float (0 / -inf), nn.MultiheadAttention's bool (True =
-blocked) and Hugging Face's attention_mask (1 = real token, one flag per key)."""
+"""``mask_explorer``: a mask the reader clicks. Cells of a causal / padding mask toggle,
+keys can be made padding, and the weights softmax(q k^T / sqrt(d) + M) are recomputed in
+the page by the shared attention engine (attnlib/viz/mask.js), fully masked rows
+included (zeros, as attnlib). The same mask is shown in the four conventions of the
+ecosystem, chosen with named buttons: PyTorch SDPA's bool (True = may attend), additive
+float (0 / -inf), nn.MultiheadAttention's bool (True = blocked) and Hugging Face's
+attention_mask (1 = real token, one flag per key)."""
 from __future__ import annotations
 
 import html
@@ -15,8 +16,8 @@ import torch
 from .._checks import as_int
 from ..attention import causal_mask, scaled_dot_product_attention
 from ._kit import KitOutput, as_matrix, check_names, check_title, rounded
+from ._page import _palette
 from ._static import matrix_svg
-from .explorer import _palette
 
 __all__ = ["mask_explorer", "CONVENTIONS"]
 
@@ -39,7 +40,8 @@ def _state(name: str, query: Any, keys: Any, tokens: Any, pad: Any, causal: bool
     q = as_matrix(query, f"query of {name!r}")
     k = as_matrix(keys, f"keys of {name!r}")
     if q.shape != k.shape:
-        raise ValueError(f"{name!r}: query and keys must both be (T, d) for self-attention, got {q.shape} and {k.shape}")
+        raise ValueError(f"{name!r}: query and keys must both be (T, d) for self-attention, "
+                         f"got {q.shape} and {k.shape}")
     T = q.shape[0]
     if T > MAX_T:
         raise ValueError(f"{name!r}: the page draws masks of up to {MAX_T} tokens, got T={T}")
@@ -77,14 +79,16 @@ def _still(st: dict[str, Any], palette: str, title: str) -> str:
     dead = [t for t, row in zip(st["tokens"], m.tolist()) if not any(row)]
     note = (f" Queries with no key to attend to (weights zero): {', '.join(dead)}." if dead else "")
     return ("<p style='margin:0 0 6px'>" + html.escape(
-        "Interactive mask explorer: you click cells of the mask and the weights are recomputed. Scripts "
-        f"do not run here, so this is a still picture of its first state ({st['name']}).{note} In Jupyter, "
-        "run the cell or trust the notebook; in the book, allow JavaScript.") + f"</p>{svg}")
+        "Interactive mask explorer: you click cells of the mask and the weights are recomputed. "
+        f"Scripts do not run here, so this is a still picture of its first state "
+        f"({st['name']}).{note} In Jupyter, run the cell or trust the notebook; in the book, "
+        "allow JavaScript.") + f"</p>{svg}")
 
 
-def mask_explorer(query: Any, keys: Any, tokens: Sequence[str], *, pad: Any = None, causal: bool = True,
-                  examples: Optional[Sequence[str]] = None, title: Optional[str] = None,
-                  convention: str = "sdpa", digits: int = 3) -> KitOutput:
+def mask_explorer(query: Any, keys: Any, tokens: Sequence[str], *, pad: Any = None,
+                  causal: bool = True, examples: Optional[Sequence[str]] = None,
+                  title: Optional[str] = None, convention: str = "sdpa",
+                  digits: int = 3) -> KitOutput:
     """A mask the reader clicks, with the weights recomputed in the page.
 
     The page draws the mask as a grid of cells (click one: blocked <-> allowed; the key labels
@@ -96,8 +100,9 @@ def mask_explorer(query: Any, keys: Any, tokens: Sequence[str], *, pad: Any = No
     "hf" (one flag per key, 1 = real; the model adds its causal part itself).
 
     Args:
-        query, keys: (T, d) each (self-attention over T <= 10 tokens); or lists of those, one per
-            starting state named by ``examples`` (then ``tokens`` and ``pad`` are lists too).
+        query, keys: (T, d) each (self-attention over T <= 10 tokens); or lists of those, one
+            per starting state named by ``examples`` (then ``tokens`` and ``pad`` are lists
+            too).
         tokens: the T token strings.
         pad: which keys are padding at the start: a token string (every position holding it),
             T bools (True = padding), or None.
@@ -119,12 +124,15 @@ def mask_explorer(query: Any, keys: Any, tokens: Sequence[str], *, pad: Any = No
         n = len(names)
         if not all(isinstance(x, (list, tuple)) and len(x) == n for x in (query, keys, tokens)):
             raise ValueError(f"with examples={names}, query, keys and tokens must be lists of {n}")
-        pads = list(pad) if isinstance(pad, (list, tuple)) and len(pad) == n and not isinstance(pad[0], bool) else [pad] * n
+        pads = (list(pad) if isinstance(pad, (list, tuple)) and len(pad) == n
+                and not isinstance(pad[0], bool) else [pad] * n)
         causals = list(causal) if isinstance(causal, (list, tuple)) else [causal] * n
         states = [_state(*args) for args in zip(names, query, keys, tokens, pads, causals)]
     palette = _palette("viridis")
-    payload = {"v": 1, "title": title, "digits": int(digits), "palette": palette, "examples": states,
-               "convention": convention}
+    payload = {"v": 1, "title": title, "digits": int(digits), "palette": palette,
+               "examples": states, "convention": convention}
     summary = (f"MaskExplorer({title!r}, examples={len(states)}, tokens="
-               + "|".join(str(len(s["tokens"])) for s in states) + f", convention={convention!r})")
-    return KitOutput("mask", payload, _still(states[0], palette, title), title or "mask explorer", summary)
+               + "|".join(str(len(s["tokens"])) for s in states)
+               + f", convention={convention!r})")
+    return KitOutput("mask", payload, _still(states[0], palette, title),
+                     title or "mask explorer", summary)

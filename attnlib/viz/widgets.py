@@ -1,4 +1,5 @@
-"""``precomputed_slider``: an ipywidgets slider that moves in the static book (client-side jslink)."""
+"""``precomputed_slider``: an ipywidgets slider that moves in the static book (client-side
+jslink)."""
 from __future__ import annotations
 
 import base64
@@ -41,28 +42,31 @@ def precomputed_slider(values: Sequence[Any], render: Callable[[Any], Any], *,
                        value: Any = None) -> Any:
     """A slider over ``values`` linked in the browser to a ``Stack`` of precomputed outputs.
 
-    ``render(v)`` returns what to show for ``v``: a matplotlib Figure/Axes (stored as a PNG, shown at
-    80 px per inch and drawn at twice that, then closed: keep figures small, the PNGs live in the
-    notebook's widget state), or anything with
-    ``_repr_html_`` / ``_repr_mimebundle_`` (e.g. an explorer), or text; figures it opens without
-    returning them are captured too (do not call ``plt.show()`` inside). The slider's index is
-    ``jslink``ed to the Stack's ``selected_index``, so it moves with no kernel (static book, Colab).
+    ``render(v)`` returns what to show for ``v``: a matplotlib Figure/Axes (stored as a
+    PNG, shown at 80 px per inch and drawn at twice that, then closed: keep figures
+    small, the PNGs live in the notebook's widget state), or anything with
+    ``_repr_html_`` / ``_repr_mimebundle_`` (e.g. an explorer), or text; figures it
+    opens without returning them are captured too (do not call ``plt.show()`` inside).
+    The slider's index is ``jslink``ed to the Stack's ``selected_index``, so it moves
+    with no kernel (static book, Colab).
 
     ``value`` is the value the slider opens on (one of ``values``; default the first): open on the
     typical setting, not on the end of the range.
 
-    Where widgets cannot be drawn (an untrusted notebook in JupyterLab, GitHub's notebook view),
-    the output shows the first state's picture (a figure's PNG, or the state's HTML) and a line
-    that says what the slider is and how to get it live, instead of ``VBox(children=...)``. Displayed, the slider is
-    two outputs: the widget (whose plain-text and PNG forms are that line and that picture), then
-    the line as HTML with a style that hides it wherever styles apply, that is, wherever the widget
-    itself is drawn (the book, a trusted notebook, Colab). JupyterLab's sanitizer removes the
-    style from an untrusted notebook, so there it shows under the picture. (One output could not
-    show both: a viewer draws one of its forms, and an HTML form holding the PNG would make nbval
-    compare image bytes.)
+    Where widgets cannot be drawn (an untrusted notebook in JupyterLab, GitHub's
+    notebook view), the output shows the first state's picture (a figure's PNG, or the
+    state's HTML) and a line that says what the slider is and how to get it live,
+    instead of ``VBox(children=...)``. Displayed, the slider is two outputs: the widget
+    (whose plain-text and PNG forms are that line and that picture), then the line as
+    HTML with a style that hides it wherever styles apply, that is, wherever the widget
+    itself is drawn (the book, a trusted notebook, Colab). JupyterLab's sanitizer
+    removes the style from an untrusted notebook, so there it shows under the picture.
+    (One output could not show both: a viewer draws one of its forms, and an HTML form
+    holding the PNG would make nbval compare image bytes.)
 
     Returns:
-        ``ipywidgets.VBox([slider, stack])``; ``.children[0]`` is the slider, ``.children[1]`` the Stack.
+        ``ipywidgets.VBox([slider, stack])``; ``.children[0]`` is the slider,
+        ``.children[1]`` the Stack.
     """
     import ipywidgets as widgets
 
@@ -91,8 +95,9 @@ def precomputed_slider(values: Sequence[Any], render: Callable[[Any], Any], *,
             owner = getattr(result, "figure", result)
             items = [f for f in items if f is not owner] + [result]
         if not items:
-            raise ValueError(f"render({v!r}) returned None and drew no figure; return a matplotlib "
-                             "Figure/Axes or a displayable object (and do not call plt.show() inside)")
+            raise ValueError(f"render({v!r}) returned None and drew no figure; return a "
+                             "matplotlib Figure/Axes or a displayable object (and do not call "
+                             "plt.show() inside)")
         out = widgets.Output()
         out.outputs = tuple(_output(x) for x in items)
         outputs.append(out)
@@ -122,7 +127,8 @@ _SLIDER_BOX: Any = None
 
 
 def _slider_box_class(widgets: Any) -> Any:
-    """A VBox whose stored output carries a readable fallback (made once, after ipywidgets loads)."""
+    """A VBox whose stored output carries a readable fallback (made once, after ipywidgets
+    loads)."""
     global _SLIDER_BOX
     if _SLIDER_BOX is None:
         class PrecomputedSlider(widgets.VBox):
