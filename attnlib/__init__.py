@@ -6,6 +6,7 @@ chapters import (seeding, timing, data, the book's models) so that no notebook r
 """
 from .attention import causal_mask, padding_mask, scaled_dot_product_attention
 from .mha import MultiHeadAttention
+from .mla import MultiHeadLatentAttention
 from .cache import KVCache
 from .config import TransformerConfig
 from .generation import sample_next, top_p_filter

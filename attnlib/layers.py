@@ -38,6 +38,7 @@ from .config import ACTIVATIONS, TransformerConfig
 from .dropout import dropped
 from .embeddings import Embeddings  # noqa: F401 (attnlib.layers.Embeddings, as before)
 from .mha import MultiHeadAttention
+from .mla import MultiHeadLatentAttention
 from .norms import RMSNorm, make_norm
 
 
@@ -121,6 +122,9 @@ class EncoderLayer(nn.Module):
 
     @classmethod
     def from_config(cls, cfg: TransformerConfig) -> "EncoderLayer":
+        if cfg.attention != "mha":  # MLA's point is a smaller cache, which only decoding has
+            raise ValueError(f"attention={cfg.attention!r} is built by attnlib.GPT only; Encoder "
+                             f"and EncoderDecoder need attention='mha'")
         return cls(cfg.d_model, cfg.n_heads, cfg.d_ff, activation=cfg.activation,
                    norm_first=cfg.norm_first, dropout=cfg.dropout, bias=cfg.bias,
                    layer_norm_eps=cfg.layer_norm_eps, n_kv_heads=cfg.n_kv_heads, norm=cfg.norm)
@@ -151,7 +155,8 @@ class DecoderLayer(nn.Module):
 
     Args:
         as EncoderLayer, plus cross_attention: add the cross-attention sublayer (EncoderDecoder);
-        False gives a GPT block.
+        False gives a GPT block. self_attn: a ready self-attention module instead of
+        MultiHeadAttention (``from_config`` passes MultiHeadLatentAttention for attention="mla").
 
     Shapes:
         x (B, T, C), memory (B, S, C) -> x (B, T, C); self weights (B, H, T, T_total) and cross
@@ -161,12 +166,16 @@ class DecoderLayer(nn.Module):
     def __init__(self, d_model: int, n_heads: int, d_ff: int, *, cross_attention: bool = False,
                  activation: str = "gelu", norm_first: bool = True, dropout: float = 0.0,
                  bias: bool = True, layer_norm_eps: float = 1e-5,
-                 n_kv_heads: Optional[int] = None, norm: str = "layernorm") -> None:
+                 n_kv_heads: Optional[int] = None, norm: str = "layernorm",
+                 self_attn: Optional[nn.Module] = None) -> None:
         super().__init__()
         self.norm_first = norm_first
         dropout = as_dropout(dropout)
-        self.self_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv_heads, bias=bias,
-                                            dropout=dropout)
+        if self_attn is not None and not isinstance(self_attn, nn.Module):
+            raise TypeError(f"self_attn must be an nn.Module (e.g. a MultiHeadLatentAttention) or "
+                            f"None, got {type(self_attn).__name__}")
+        self.self_attn = self_attn if self_attn is not None else MultiHeadAttention(
+            d_model, n_heads, n_kv_heads=n_kv_heads, bias=bias, dropout=dropout)
         self.norm1 = make_norm(norm, d_model, layer_norm_eps)
         if cross_attention:
             self.cross_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv_heads, bias=bias,
@@ -180,10 +189,11 @@ class DecoderLayer(nn.Module):
 
     @classmethod
     def from_config(cls, cfg: TransformerConfig, cross_attention: bool = False) -> "DecoderLayer":
+        mla = MultiHeadLatentAttention.from_config(cfg) if cfg.attention == "mla" else None
         return cls(cfg.d_model, cfg.n_heads, cfg.d_ff, cross_attention=cross_attention,
                    activation=cfg.activation, norm_first=cfg.norm_first, dropout=cfg.dropout,
                    bias=cfg.bias, layer_norm_eps=cfg.layer_norm_eps, n_kv_heads=cfg.n_kv_heads,
-                   norm=cfg.norm)
+                   norm=cfg.norm, self_attn=mla)
 
     def forward(self, x: Tensor, memory: Optional[Tensor] = None, *,
                 attn_mask: Optional[Tensor] = None, memory_mask: Optional[Tensor] = None,

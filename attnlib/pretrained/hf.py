@@ -1,10 +1,11 @@
 """Hugging Face ``transformers`` models -> attnlib models with the same outputs.
 
-``gpt_parts`` / ``encoder_parts`` turn an already-built ``transformers`` model (GPT2LMHeadModel
-or LlamaForCausalLM, BertModel) into an attnlib config and state dict; ``GPT.from_hf`` and
-``Encoder.from_hf`` load them into a model (this module never imports attnlib.models).
-``transformers`` itself is never imported here: the functions read the model's config and
-state dict. The Llama family's conversion is in :mod:`attnlib.pretrained.llama`.
+``gpt_parts`` / ``encoder_parts`` turn an already-built ``transformers`` model (GPT2LMHeadModel,
+LlamaForCausalLM or DeepseekV3ForCausalLM, BertModel) into an attnlib config and state dict;
+``GPT.from_hf`` and ``Encoder.from_hf`` load them into a model (this module never imports
+attnlib.models). ``transformers`` itself is never imported here: the functions read the model's
+config and state dict. The Llama family's conversion is in :mod:`attnlib.pretrained.llama`,
+DeepSeek-V3's in :mod:`attnlib.pretrained.deepseek`.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from torch import Tensor
 
 from ..config import TransformerConfig
 from ._common import Settings, Used
+from .deepseek import deepseek_config, deepseek_state
 from .llama import llama_config, llama_state
 from .names import NAMES
 
@@ -149,12 +151,13 @@ def encoder_parts(model: Any) -> tuple[TransformerConfig, dict[str, Tensor], str
 
 
 def gpt_parts(model: Any) -> tuple[TransformerConfig, dict[str, Tensor], str]:
-    """The config and attnlib state dict of a ``transformers`` ``GPT2LMHeadModel`` or
-    ``LlamaForCausalLM`` (``GPT.from_hf``).
+    """The config and attnlib state dict of a ``transformers`` ``GPT2LMHeadModel``,
+    ``LlamaForCausalLM`` or ``DeepseekV3ForCausalLM`` (``GPT.from_hf``).
 
     GPT-2's ``Conv1D`` weights are transposed and ``c_attn`` is split into q/k/v: pre-norm, tanh
     GELU, learned positions, tied head. Llama (:mod:`attnlib.pretrained.llama`): pre-RMSNorm,
-    RoPE, SwiGLU, grouped-query attention, tied or untied head.
+    RoPE, SwiGLU, grouped-query attention, tied or untied head. DeepSeek-V3 with dense layers
+    only (:mod:`attnlib.pretrained.deepseek`): a Llama layout with multi-head latent attention.
 
     Returns:
         (config, state dict, the model's class name). Raises ``TypeError`` for another model
@@ -162,15 +165,19 @@ def gpt_parts(model: Any) -> tuple[TransformerConfig, dict[str, Tensor], str]:
     """
     model_type = getattr(getattr(model, "config", None), "model_type", None)
     if model_type not in DECODERS or not hasattr(model, "lm_head"):
-        raise TypeError(f"GPT.from_hf expects a transformers GPT2LMHeadModel or "
-                        f"LlamaForCausalLM, got {type(model).__name__}")
+        raise TypeError(f"GPT.from_hf expects a transformers GPT2LMHeadModel, LlamaForCausalLM "
+                        f"or DeepseekV3ForCausalLM, got {type(model).__name__}")
     config, state = DECODERS[model_type]
-    cfg = config(model.config.to_dict())
-    return cfg, state(model.state_dict(), cfg), type(model).__name__
+    hf = model.config.to_dict()
+    cfg = config(hf)
+    # a checkpoint whose RoPE dims are interleaved pairs says so; its conversion reorders them
+    pairs = {"rope_interleave": bool(hf["rope_interleave"])} if "rope_interleave" in hf else {}
+    return cfg, state(model.state_dict(), cfg, **pairs), type(model).__name__
 
 
 # model_type -> (config from a config dict, state dict from a state dict): what GPT.from_hf reads
 DECODERS = {
     "gpt2": (gpt2_config, lambda sd, cfg: _gpt2_state(sd, cfg.n_layers, cfg.d_model)),
     "llama": (llama_config, llama_state),
+    "deepseek_v3": (deepseek_config, deepseek_state),  # dense layers only
 }
