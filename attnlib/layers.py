@@ -151,7 +151,8 @@ class DecoderLayer(nn.Module):
 
     Args:
         as EncoderLayer, plus cross_attention: add the cross-attention sublayer (EncoderDecoder);
-        False gives a GPT block.
+        False gives a GPT block. sliding_window: W, self-attention's window (see
+        MultiHeadAttention; cross-attention has none).
 
     Shapes:
         x (B, T, C), memory (B, S, C) -> x (B, T, C); self weights (B, H, T, T_total) and cross
@@ -161,12 +162,13 @@ class DecoderLayer(nn.Module):
     def __init__(self, d_model: int, n_heads: int, d_ff: int, *, cross_attention: bool = False,
                  activation: str = "gelu", norm_first: bool = True, dropout: float = 0.0,
                  bias: bool = True, layer_norm_eps: float = 1e-5,
-                 n_kv_heads: Optional[int] = None, norm: str = "layernorm") -> None:
+                 n_kv_heads: Optional[int] = None, norm: str = "layernorm",
+                 sliding_window: Optional[int] = None) -> None:
         super().__init__()
         self.norm_first = norm_first
         dropout = as_dropout(dropout)
         self.self_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv_heads, bias=bias,
-                                            dropout=dropout)
+                                            dropout=dropout, sliding_window=sliding_window)
         self.norm1 = make_norm(norm, d_model, layer_norm_eps)
         if cross_attention:
             self.cross_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv_heads, bias=bias,
@@ -183,7 +185,7 @@ class DecoderLayer(nn.Module):
         return cls(cfg.d_model, cfg.n_heads, cfg.d_ff, cross_attention=cross_attention,
                    activation=cfg.activation, norm_first=cfg.norm_first, dropout=cfg.dropout,
                    bias=cfg.bias, layer_norm_eps=cfg.layer_norm_eps, n_kv_heads=cfg.n_kv_heads,
-                   norm=cfg.norm)
+                   norm=cfg.norm, sliding_window=cfg.sliding_window)
 
     def forward(self, x: Tensor, memory: Optional[Tensor] = None, *,
                 attn_mask: Optional[Tensor] = None, memory_mask: Optional[Tensor] = None,
