@@ -107,6 +107,6 @@ class GPT(nn.Module):
 
     @classmethod
     def from_hf(cls, hf_model: Any) -> "GPT":
-        """A GPT with the same logits as a transformers GPT2LMHeadModel or LlamaForCausalLM
-        (the conversion: :mod:`attnlib.pretrained.hf`)."""
+        """A GPT with the same logits as a transformers GPT2LMHeadModel, LlamaForCausalLM or
+        MistralForCausalLM (the conversion: :mod:`attnlib.pretrained.hf`)."""
         return HF_LOADERS["GPT"](hf_model, cls)
