@@ -143,6 +143,16 @@ def test_bidirectional_models_refuse_a_window(cls):
         cls(cfg)
 
 
+def test_the_live_page_refuses_a_window_it_cannot_draw():
+    """viz.live_model's JavaScript forward pass attends to every earlier key."""
+    from attnlib import viz
+
+    gpt = model(sliding_window=3, vocab_size=5)
+    tok = attnlib.CharTokenizer("abcde")
+    with pytest.raises(ValueError, match="this model has sliding_window=3"):
+        viz.live_model(gpt, tok)
+
+
 @torch.no_grad()
 def test_gpt_window_reaches_back_n_layers_times_w_minus_1_positions():
     """With L layers of window W, position i reads tokens i - L(W - 1) .. i and nothing before:

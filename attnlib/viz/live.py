@@ -76,6 +76,8 @@ def _check_supported(gpt: Any, tokenizer: Any) -> None:
         unsupported.append(f"norm={cfg.norm!r}")
     if getattr(cfg, "n_kv_heads", None) not in (None, cfg.n_heads):
         unsupported.append(f"n_kv_heads={cfg.n_kv_heads}")
+    if getattr(cfg, "sliding_window", None) is not None:  # the page attends to every key
+        unsupported.append(f"sliding_window={cfg.sliding_window}")
     if unsupported:
         raise ValueError("live_model's JavaScript forward pass supports learned/sinusoidal/no positions, "
                          "relu/gelu/gelu_tanh, LayerNorm, pre- or post-norm and multi-head attention; "
