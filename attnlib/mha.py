@@ -120,8 +120,8 @@ class MultiHeadAttention(nn.Module):
                             backend)
         q = self.split_heads(self.q_proj(x))  # (B, H, Tq, D)
         if context is None:  # self-attention: keys and values from x itself
-            k = self.split_heads(self.k_proj(x))  # (B, G, Tq, D)
-            v = self.split_heads(self.v_proj(x))
+            # (B, G, Tq, D) each: G key/value heads
+            k, v = self.split_heads(self.k_proj(x)), self.split_heads(self.v_proj(x))
             if rope is not None:
                 q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
             if cache is not None:
@@ -134,8 +134,7 @@ class MultiHeadAttention(nn.Module):
             if cache is not None:
                 cache.set_cross(layer_idx, k, v, source=context)
         if is_causal:
-            attn_mask, is_causal = causal(attn_mask, x.shape[1], k.shape[2], x.device,
-                                          self.sliding_window)
+            attn_mask, is_causal = causal(attn_mask, x.shape[1], k, self.sliding_window)
         p = self.dropout if self.training and dropping(self) else 0.0  # weights' dropout
         out, weights = attend(q, k, v, attn_mask, p, is_causal, need_weights=need_weights,
                               backend=backend, enable_gqa=self.n_kv_heads != self.n_heads)
@@ -172,17 +171,18 @@ class MultiHeadAttention(nn.Module):
             check_mask(attn_mask, (B, self.n_heads, Tq, tk))
 
 
-def causal(attn_mask: Optional[Tensor], tq: int, tk: int, device: torch.device,
+def causal(attn_mask: Optional[Tensor], tq: int, keys: Tensor,
            window: Optional[int] = None) -> tuple[Optional[Tensor], bool]:
-    """(mask, is_causal) for Tq queries that are the last of Tk positions (lower-right): torch's
-    own is_causal where it means that (Tq == Tk, no other mask), else one explicit mask. With a
-    sliding ``window`` shorter than the Tk keys, the explicit mask also hides the keys behind it."""
-    if window is not None and tk > window:  # some query has keys behind its window
-        allowed = sliding_window_mask(tq, tk, window, device=device)
-    elif attn_mask is None and tq in (1, tk):  # the square, or one new token that sees every key
-        return None, tq == tk
+    """(mask, is_causal) for Tq queries that are the last of the Tk positions of ``keys``
+    (..., Tk, D) (lower-right): torch's own is_causal where it means that (Tq == Tk, no other
+    mask), else one explicit mask. With a sliding ``window`` shorter than the Tk keys, the
+    explicit mask also hides the keys behind it."""
+    if window is not None and keys.shape[-2] > window:  # some query has keys behind its window
+        allowed = sliding_window_mask(tq, keys.shape[-2], window, device=keys.device)
+    elif attn_mask is None and tq in (1, keys.shape[-2]):  # the square, or one new token that
+        return None, tq == keys.shape[-2]                    # sees every key: nothing to mask
     else:
-        allowed = causal_mask(tq, tk, device=device)
+        allowed = causal_mask(tq, keys.shape[-2], device=keys.device)
     if attn_mask is None:
         return allowed, False
     if attn_mask.dtype == torch.bool:
