@@ -31,7 +31,8 @@ __all__ = ["LiveModel", "live_model"]
 
 _DTYPES = {"float32": ("f32", np.float32), "float16": ("f16", np.float16)}
 # in the order they run: each file finds what it uses defined by the ones before it
-_LIVE_FILES = ("engine.js", "kit.js", "heatmap_keys.js", "sampling.js", "live_model.js", "live_lab.js", "live.js")
+_LIVE_FILES = ("engine.js", "kit.js", "heatmap_keys.js", "sampling.js", "weights.js", "live_model.js",
+               "live_lab.js", "live.js")
 _LIVE_SCRIPTS = "\n".join(_asset(name) for name in _LIVE_FILES)
 
 
