@@ -53,25 +53,34 @@ window.attnlibWeights = window.attnlibWeights || (function () {
   function q4_1(bytes, offset, rows, cols, perm) {
     if (cols % BLOCK) throw new Error("a Q4_1 matrix needs a width divisible by 32, got " + cols);
     if (offset % 4) throw new Error("Q4_1 data must start at a multiple of 4 bytes, got offset " + offset);
+    if (rows % 2) throw new Error("a Q4_1 matrix needs an even number of rows, got " + rows);
     var nb = cols / BLOCK, words = 5 * nb, F = f16Table();
     var U = new Uint32Array(bytes.buffer, bytes.byteOffset + offset, rows * words);
-    var xs = new Float64Array(nb), wrow = new Float64Array(cols);
+    var xs = new Float64Array(nb), w0 = new Float64Array(cols), w1 = new Float64Array(cols);
     function start(o) { return (perm ? perm[o] : o) * words; }
-    /* one row . x, the integers multiplied first: d * (q . x) + m * sum(x) per block */
-    function dotRow(w, x, xo) {
-      var s = 0;
-      for (var b = 0; b < nb; b++, w += 5) {
-        var dm = U[w], i = xo + b * BLOCK, a = 0;
+    /* rows o and o + 1 . x, the integers multiplied first: d * (q . x) + m * sum(x) per block. Two
+       rows at a time: each number of x read from memory serves both (measured 1.4x faster). */
+    function dot2(o, x, Y) {
+      var w = start(o), v = start(o + 1), s = 0, t = 0;
+      for (var b = 0; b < nb; b++, w += 5, v += 5) {
+        var i = b * BLOCK, a = 0, c = 0;
         for (var k = 0; k < 4; k++) {
-          var q = U[w + 1 + k], j = i + 4 * k;
-          a += (q & 15) * x[j] + ((q >>> 4) & 15) * x[j + 16] + ((q >>> 8) & 15) * x[j + 1] + ((q >>> 12) & 15) * x[j + 17] +
-            ((q >>> 16) & 15) * x[j + 2] + ((q >>> 20) & 15) * x[j + 18] + ((q >>> 24) & 15) * x[j + 3] + (q >>> 28) * x[j + 19];
+          var q = U[w + 1 + k], r = U[v + 1 + k], j = i + 4 * k, x0 = x[j], x1 = x[j + 16];
+          a += (q & 15) * x0 + ((q >>> 4) & 15) * x1; c += (r & 15) * x0 + ((r >>> 4) & 15) * x1;
+          x0 = x[j + 1]; x1 = x[j + 17];
+          a += ((q >>> 8) & 15) * x0 + ((q >>> 12) & 15) * x1; c += ((r >>> 8) & 15) * x0 + ((r >>> 12) & 15) * x1;
+          x0 = x[j + 2]; x1 = x[j + 18];
+          a += ((q >>> 16) & 15) * x0 + ((q >>> 20) & 15) * x1; c += ((r >>> 16) & 15) * x0 + ((r >>> 20) & 15) * x1;
+          x0 = x[j + 3]; x1 = x[j + 19];
+          a += ((q >>> 24) & 15) * x0 + (q >>> 28) * x1; c += ((r >>> 24) & 15) * x0 + (r >>> 28) * x1;
         }
+        var dm = U[w], em = U[v];
         s += F[dm & 0xffff] * a + F[dm >>> 16] * xs[b];
+        t += F[em & 0xffff] * c + F[em >>> 16] * xs[b];
       }
-      return s;
+      Y[o] = s; Y[o + 1] = t;
     }
-    /* row o decoded into wrow: w = d * q + m */
+    /* row o decoded into out: w = d * q + m */
     function decode(o, out) {
       var w = start(o);
       for (var b = 0; b < nb; b++, w += 5) {
@@ -90,10 +99,10 @@ window.attnlibWeights = window.attnlibWeights || (function () {
       var Y = new Float64Array(T * rows), o;
       if (T === 1) {
         for (var b = 0; b < nb; b++) { var z = 0; for (var j = 0; j < BLOCK; j++) z += X[b * BLOCK + j]; xs[b] = z; }
-        for (o = 0; o < rows; o++) Y[o] = dotRow(start(o), X, 0);
+        for (o = 0; o < rows; o += 2) dot2(o, X, Y); /* rows is even: every matrix of a Llama is */
         return Y;
       }
-      for (o = 0; o < rows; o++) mulRow(decode(o, wrow), X, T, cols, Y, rows, o);
+      for (o = 0; o < rows; o += 2) mulRows(decode(o, w0), decode(o + 1, w1), X, T, cols, Y, rows, o);
       return Y;
     }
     return {
@@ -101,30 +110,34 @@ window.attnlibWeights = window.attnlibWeights || (function () {
       row: function (i) { return decode(i, new Float64Array(cols)); }
     };
   }
-  /* Y[:, o] = X w for a decoded row w (cols,) and the T rows of X: four tokens at a time, so each
-     weight read from memory serves four multiply-adds (a prompt runs several times faster per
-     weight than one token does) */
-  function mulRow(w, X, T, cols, Y, rows, o) {
+  /* Y[:, o] and Y[:, o + 1] = X v and X w for two decoded rows v, w (cols,) and the T rows of X:
+     two rows and four tokens at a time, so each number read from memory serves two or four
+     multiply-adds (a prompt runs several times faster per weight than one token does) */
+  function mulRows(v, w, X, T, cols, Y, rows, o) {
     var t = 0, j;
     for (; t + 3 < T; t += 4) {
-      var a = t * cols, b = a + cols, c = b + cols, d = c + cols, s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-      for (j = 0; j < cols; j++) { var v = w[j]; s0 += v * X[a + j]; s1 += v * X[b + j]; s2 += v * X[c + j]; s3 += v * X[d + j]; }
+      var a = t * cols, b = a + cols, c = b + cols, d = c + cols, s0 = 0, s1 = 0, s2 = 0, s3 = 0, u0 = 0, u1 = 0, u2 = 0, u3 = 0;
+      for (j = 0; j < cols; j++) {
+        var p = v[j], q = w[j], xa = X[a + j], xb = X[b + j], xc = X[c + j], xd = X[d + j];
+        s0 += p * xa; s1 += p * xb; s2 += p * xc; s3 += p * xd; u0 += q * xa; u1 += q * xb; u2 += q * xc; u3 += q * xd;
+      }
       Y[t * rows + o] = s0; Y[(t + 1) * rows + o] = s1; Y[(t + 2) * rows + o] = s2; Y[(t + 3) * rows + o] = s3;
+      Y[t * rows + o + 1] = u0; Y[(t + 1) * rows + o + 1] = u1; Y[(t + 2) * rows + o + 1] = u2; Y[(t + 3) * rows + o + 1] = u3;
     }
     for (; t < T; t++) {
-      var e = t * cols, s = 0;
-      for (j = 0; j < cols; j++) s += w[j] * X[e + j];
-      Y[t * rows + o] = s;
+      var e = t * cols, s = 0, u = 0;
+      for (j = 0; j < cols; j++) { s += v[j] * X[e + j]; u += w[j] * X[e + j]; }
+      Y[t * rows + o] = s; Y[t * rows + o + 1] = u;
     }
   }
 
   /* ------------------------------------------------------------------ Q8_0 */
   /* 34 bytes a block: d (float16), then 32 signed bytes q: w = d * q */
   function q8_0(bytes, offset, rows, cols) {
-    if (cols % BLOCK) throw new Error("a Q8_0 matrix needs a width divisible by 32, got " + cols);
+    if (cols % BLOCK || rows % 2) throw new Error("a Q8_0 matrix needs a width divisible by 32 and an even number of rows, got " + rows + " x " + cols);
     var nb = cols / BLOCK, per = 34 * nb, F = f16Table();
     var B = new Uint8Array(bytes.buffer, bytes.byteOffset + offset, rows * per);
-    var I = new Int8Array(bytes.buffer, bytes.byteOffset + offset, rows * per), wrow = new Float64Array(cols);
+    var I = new Int8Array(bytes.buffer, bytes.byteOffset + offset, rows * per), w0 = new Float64Array(cols), w1 = new Float64Array(cols);
     function decode(o, out) {
       for (var b = 0, p = o * per; b < nb; b++, p += 34) {
         var d = F[B[p] | (B[p + 1] << 8)], i = b * BLOCK;
@@ -132,19 +145,20 @@ window.attnlibWeights = window.attnlibWeights || (function () {
       }
       return out;
     }
-    function dotRow(o, x) {
-      var s = 0;
-      for (var b = 0, p = o * per + 2; b < nb; b++, p += 34) {
-        var i = b * BLOCK, a0 = 0, a1 = 0;
-        for (var j = 0; j < BLOCK; j += 2) { a0 += I[p + j] * x[i + j]; a1 += I[p + j + 1] * x[i + j + 1]; }
-        s += F[B[p - 2] | (B[p - 1] << 8)] * (a0 + a1);
+    /* rows o and o + 1 . x: d * (q . x) per block, two rows at a time as in Q4_1 */
+    function dot2(o, x, Y) {
+      var s = 0, t = 0, p = o * per, r = p + per;
+      for (var b = 0; b < nb; b++, p += 34, r += 34) {
+        var i = b * BLOCK, a = 0, c = 0;
+        for (var j = 0; j < BLOCK; j++) { var xj = x[i + j]; a += I[p + 2 + j] * xj; c += I[r + 2 + j] * xj; }
+        s += F[B[p] | (B[p + 1] << 8)] * a; t += F[B[r] | (B[r + 1] << 8)] * c;
       }
-      return s;
+      Y[o] = s; Y[o + 1] = t;
     }
     function mul(X, T) {
       var Y = new Float64Array(T * rows), o;
-      if (T === 1) { for (o = 0; o < rows; o++) Y[o] = dotRow(o, X); return Y; }
-      for (o = 0; o < rows; o++) mulRow(decode(o, wrow), X, T, cols, Y, rows, o);
+      if (T === 1) { for (o = 0; o < rows; o += 2) dot2(o, X, Y); return Y; }
+      for (o = 0; o < rows; o += 2) mulRows(decode(o, w0), decode(o + 1, w1), X, T, cols, Y, rows, o);
       return Y;
     }
     return {
