@@ -316,7 +316,17 @@
           return { file: S.fileBytes, weights: mw.nbytes, cache: S.cache ? S.cache.nbytes() : 0,
             heap: performance.memory ? performance.memory.usedJSHeapSize : null };
         },
-        time: function (fn) { var t = performance.now(); fn(); return performance.now() - t; }
+        /* a prefill of ids on a fresh cache, then n greedy steps of one token: the times (ms) and
+           the tokens, for benchmarks/smollm2_browser.py */
+        bench: function (ids, n) {
+          var cache = model.cache(null), t = performance.now(), z = cache.feed(ids, { noAtt: true }).logits[0], out = [], steps = [];
+          var prefill = performance.now() - t;
+          for (var k = 0; k < n; k++) {
+            var id = R.argmax(z); out.push(id); t = performance.now();
+            z = cache.feed([id], { noAtt: true }).logits[0]; steps.push(performance.now() - t);
+          }
+          return { prefill: prefill, steps: steps, ids: out, cacheBytes: cache.nbytes() };
+        }
       };
       compute(restart);
     }

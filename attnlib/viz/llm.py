@@ -50,7 +50,7 @@ def _experiments(experiments: Any) -> list[dict[str, Any]]:
             x["text"] = e["text"]
         pairs = list(e.get("off", [])) + ([e["show"]] if "show" in e else [])
         for lh in pairs:
-            ok = (isinstance(lh, (tuple, list)) and len(lh) == 2
+            ok = (hasattr(lh, "__len__") and not isinstance(lh, (str, bytes)) and len(lh) == 2
                   and all(as_int(v) is not None for v in lh))
             if not ok or not (0 <= int(lh[0]) < 30 and 0 <= int(lh[1]) < 9):
                 raise ValueError(f"{where}: heads are (layer, head) pairs with 0 <= layer < 30 and "

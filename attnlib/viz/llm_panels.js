@@ -61,10 +61,13 @@ window.attnlibLLMPanels = window.attnlibLLMPanels || function (api) {
         if (j < 3) { td.tabIndex = 0; td.addEventListener("click", function () { A.follow = id; paintLens(); }); td.addEventListener("keydown", function (e) { if (e.key === "Enter") { A.follow = id; paintLens(); } }); }
       });
     });
-    var first = -1;
-    for (k = 0; k < rows && first < 0; k++) if (tops[k][0] === follow) first = k;
-    div("", Anote, K.quoted(tok.piece(follow)) + (first >= 0 ? " is first from " + (first === 0 ? "the embedding" : "layer " + (first - 1)) + " on" : " is never first") +
-      "; its probability after the last three layers: " + probs.slice(-3).map(function (p) { return fmtP(p[follow]); }).join(" \u2192 ") + ".");
+    /* from which layer on the followed token stays the most likely (the logit lens's usual question) */
+    var from = rows;
+    while (from > 0 && tops[from - 1][0] === follow) from--;
+    var where = from === rows ? "is not the most likely token at the output" : from === rows - 1 ? "is the most likely token only at the output" :
+      "is the most likely token from " + (from === 0 ? "the embedding" : "layer " + (from - 1)) + " on";
+    div("", Anote, K.quoted(tok.piece(follow)) + " " + where + "; its probability after the last three layers: " +
+      probs.slice(-3).map(function (p) { return fmtP(p[follow]); }).join(" \u2192 ") + ".");
     A.root.setAttribute("data-state", ["n=" + n, "pos=" + A.pos, "follow=" + follow, "off=" + (api.offList().join(",") || "none")].join(";"));
   }
 
