@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import attnlib
 from attnlib import viz
@@ -105,8 +106,10 @@ def test_smollm2_lab_page_output_is_current(smollm2):
     src = "\n".join(line.split("%")[0] + "pass" if line.strip().startswith("%") else line for line in lines)
     body = ast.parse(src).body
     scope: dict = {"attnlib": attnlib}
-    exec(compile(ast.Module(body=body[:-1], type_ignores=[]), "smollm2_lab", "exec"), scope)
-    fresh = eval(compile(ast.Expression(body[-1].value), "smollm2_lab", "eval"), scope)
+    with torch.enable_grad():  # the page turns gradients off for its kernel: not for the tests after
+        exec(compile(ast.Module(body=body[:-1], type_ignores=[]), "smollm2_lab", "exec"), scope)
+        fresh = eval(compile(ast.Expression(body[-1].value), "smollm2_lab", "eval"), scope)
+    assert torch.is_grad_enabled()
     stored = "".join(next(o for o in cell["outputs"] if "text/html" in o.get("data", {}))["data"]["text/html"])
     still = re.compile(r'<div class="attnlib-noscript">.*?</div><script type="application/json"', re.S)
     cut = lambda h: still.sub("", h)  # noqa: E731
