@@ -227,21 +227,26 @@ def render_browser_doc(run: dict) -> str:
     b, p, env = run["browser"], run["python"], run["env"]
     stall = b.get("cpu_stall")
     head = (f"`python -m benchmarks.smollm2_browser` at {env['utc']}: {env['device_name']}, "
-            f"{env['cpu_count']} cores, Chromium {b['chromium']} (headless), torch {env['torch']}; "
-            f"the median of {run['settings']['rounds']} rounds, a fresh page each"
+            f"{env['cpu_count']} cores, Chromium {b['chromium']} (headless; products in "
+            f"{'WebAssembly SIMD' if b.get('accel') == 'wasm-simd' else 'JavaScript'}), torch "
+            f"{env['torch']}; the median of {run['settings']['rounds']} rounds, a fresh page each"
             + ("" if stall is None else f"; some task waited for a CPU {stall:.0%} of the time")
             + ".\n\n")
     mb = lambda n: None if n is None else f"{n / 1e6:,.0f} MB"  # noqa: E731
     rows = [
-        ["load: fetch + parse (page), read + dequantize (Python), s", b["load_s"], p["load_s"]],
-        ["answer to a typed 6-token prompt, s", b["answer_s"], p["answer_s"]],
-        ["32-token prefill, s", b["prefill32_s"], p["prefill32_s"]],
-        ["decode after it, tokens/s", b["decode_tok_s"], p["decode_tok_s"]],
-        ["weights held", f"{mb(b['file_bytes'])} (the file)", mb(p.get("weight_bytes"))],
-        ["the tab (renderer process): resident, added by the model",
-         f"{mb(b['renderer_rss_bytes'])}, {mb(b['renderer_rss_added_bytes'])}", "-"],
+        ["load: fetch + parse (page), read + dequantize (Python), s", b["load_s"], b.get("load_cpu_s"),
+         p["load_s"], p.get("load_cpu_s")],
+        ["answer to a typed 6-token prompt, s", b["answer_s"], b.get("answer_cpu_s"), p["answer_s"],
+         p.get("answer_cpu_s")],
+        ["32-token prefill, s", b["prefill32_s"], b.get("prefill32_cpu_s"), p["prefill32_s"],
+         p.get("prefill32_cpu_s")],
+        ["decode after it, tokens/s", b["decode_tok_s"], b.get("decode_cpu_tok_s"), p["decode_tok_s"],
+         p.get("decode_cpu_tok_s")],
+        ["weights held", f"{mb(b['file_bytes'])} (the file)", "", mb(p.get("weight_bytes")), ""],
+        ["the tab's own memory (USS): in all, added by the model", mb(b["tab_bytes"]), mb(b["tab_added_bytes"]),
+         "-", ""],
     ]
-    table = _md_table(["", "in the browser (JavaScript)", "attnlib (PyTorch)"], rows)
+    table = _md_table(["", "browser", "browser, CPU time", "attnlib (PyTorch)", "attnlib, CPU time"], rows)
     targets = [[t["name"], t["value"], f"{t['op']} {t['limit']:g}", VERDICT[t["met"]]] for t in run["targets"]]
     return head + table + "\n" + _md_table(["target", "measured", "goal", ""], targets)
 

@@ -13,12 +13,14 @@ numbers on book/benchmarks.md.
   forward, softmax.
 - prefill: a 32-token prompt through the model on a fresh KV cache, the next token's logits.
 - decode: 32 greedy tokens after it, one at a time with the cache; tokens per second.
-- memory: the renderer process's resident memory (the tab) before the click and after the
-  measurements, the JavaScript heap (``performance.memory``, Chromium's), and what the page holds
-  by its own count (the file, the KV cache).
+- memory: the tab's renderer process, its unique memory (USS) before the click and after the
+  measurements; the JavaScript heap (``performance.memory``, Chromium's) and the WebAssembly
+  memory (the file and the products' scratch space).
 
-Each browser number is the median over ``--rounds`` (a fresh page each round); the CPU stall over
-the run (Linux PSI) says how busy the shared machine was.
+Each browser number is the median over ``--rounds`` (a fresh page each round). Beside each time,
+the CPU time it took (the renderer process's, read with psutil; ``time.process_time`` in Python):
+on a shared machine the wall time grows with the other jobs, the CPU time much less, so it says
+what the step costs one core. The CPU stall over the run (Linux PSI) says how busy the machine was.
 """
 from __future__ import annotations
 
@@ -70,82 +72,121 @@ def wait(root, test, timeout=600.0) -> str:
     raise TimeoutError(f"the page did not get there: data-state {root.get_attribute('data-state')!r}")
 
 
-def renderer_rss(driver_pid: int) -> int | None:
-    """Resident bytes of the largest renderer process of this browser (the tab's)."""
+def renderers(driver_pid: int) -> dict:
+    """The browser's renderer processes, {pid: psutil.Process} ({} without psutil)."""
     try:
         import psutil
     except ImportError:
-        return None
-    best = None
+        return {}
+    out = {}
     for p in psutil.Process(driver_pid).children(recursive=True):
         try:
             if "--type=renderer" in " ".join(p.cmdline()):
-                best = max(best or 0, p.memory_info().rss)
+                out[p.pid] = p
         except psutil.Error:
             continue
-    return best
+    return out
+
+
+def cpu_s(driver_pid: int) -> float | None:
+    """Seconds of CPU the renderers have used (user + system): what the page's work cost a core,
+    however busy the machine was while it ran (idle renderers add nothing)."""
+    procs = renderers(driver_pid)
+    return sum(sum(p.cpu_times()[:2]) for p in procs.values()) if procs else None
+
+
+def uss(driver_pid: int) -> dict:
+    """{pid: unique bytes} of the renderers: the memory a process holds that no other shares
+    (resident memory also counts the libraries every process maps)."""
+    return {pid: p.memory_full_info().uss for pid, p in renderers(driver_pid).items()}
 
 
 def browser_round(driver, host: str, ids32: list[int]) -> dict:
     from selenium.webdriver.common.by import By
 
+    pid = driver.service.process.pid
     driver.get(f"http://{host}/book/lab.html")
     root = driver.find_element(By.CSS_SELECTOR, "div.attnlib-llm")
     time.sleep(1.0)
-    rss0 = renderer_rss(driver.service.process.pid)  # the tab before the click: the page alone
+    uss0, c0 = uss(pid), cpu_s(pid)  # the tab before the click: the page alone
     root.find_element(By.CSS_SELECTOR, "button.attnlib-llm-load").click()
     wait(root, lambda s: "loaded=1" in s and "busy=0" in s)
     timing = driver.execute_script("return arguments[0].attnlibLLM.timing", root)
     out = {"load_s": timing["load"] / 1e3, "fetch_s": timing["fetch"] / 1e3, "parse_s": timing["parse"] / 1e3,
-           "answers": []}
+           "load_cpu_s": None if c0 is None else cpu_s(pid) - c0,  # and the first 5-token answer
+           "accel": timing["accel"], "answers": [], "answers_cpu": []}
     box = root.find_element(By.CSS_SELECTOR, "textarea.attnlib-llm-text")
     for text in PROMPTS6:
         box.clear()
         wait(root, lambda s: "busy=0" in s)
         time.sleep(0.3)  # the empty box's own update, if any, is done
+        c0 = cpu_s(pid)
         box.send_keys(text)
         t = driver.execute_script("return arguments[0].attnlibLLM.timing", root)
         deadline = time.monotonic() + 120
-        while (t.get("answerTokens") != 6 or "busy=0" not in root.get_attribute("data-state")) and time.monotonic() < deadline:
+        while (t.get("answerTokens") != 6 or "busy=0" not in root.get_attribute("data-state")) \
+                and time.monotonic() < deadline:
             time.sleep(0.05)
             t = driver.execute_script("return arguments[0].attnlibLLM.timing", root)
         out["answers"].append(t["answer"] / 1e3)
+        out["answers_cpu"].append(None if c0 is None else cpu_s(pid) - c0)
         driver.execute_script("arguments[0].attnlibLLM.timing.answerTokens = 0", root)
-    b = driver.execute_script("return arguments[0].attnlibLLM.bench(arguments[1], 32)", root, ids32)
-    out.update(prefill32_s=b["prefill"] / 1e3, decode_tok_s=len(b["steps"]) / (sum(b["steps"]) / 1e3),
+    time.sleep(1.0)  # the logit lens of the last answer is computed after it: let it finish
+    bench = "return arguments[0].attnlibLLM.bench(arguments[1], arguments[2])"
+    c0 = cpu_s(pid)
+    p = driver.execute_script(bench, root, ids32, 0)
+    c1 = cpu_s(pid)
+    b = driver.execute_script(bench, root, ids32, 32)
+    c2 = cpu_s(pid)
+    out.update(prefill32_s=p["prefill"] / 1e3, decode_tok_s=len(b["steps"]) / (sum(b["steps"]) / 1e3),
                decoded=b["ids"], cache_bytes=b["cacheBytes"])
+    if c0 is not None:  # the second call's prefill is the first call again: take it off
+        out.update(prefill32_cpu_s=c1 - c0, decode_cpu_tok_s=len(b["steps"]) / max((c2 - c1) - (c1 - c0), 1e-9))
     mem = driver.execute_script("return arguments[0].attnlibLLM.memory()", root)
-    rss = renderer_rss(driver.service.process.pid)
+    now = uss(pid)
+    tab = max(now, key=now.get) if now else None  # the tab holds the model: the largest renderer
     out.update(js_heap_bytes=mem["heap"], file_bytes=mem["file"], weight_view_bytes=mem["weights"],
-               renderer_rss_bytes=rss, renderer_rss_before_bytes=rss0,
-               renderer_rss_added_bytes=None if rss is None or rss0 is None else rss - rss0)
+               wasm_memory_bytes=mem["wasmMemory"], tab_bytes=now.get(tab), tab_before_bytes=uss0.get(tab),
+               tab_added_bytes=now[tab] - uss0[tab] if tab in uss0 else None)
     return out
 
 
 def python_side(model, tok, ids32: list[int], rounds: int) -> dict:
-    """attnlib on the same prompts, one thread: what the page's numbers stand beside."""
+    """attnlib on the same prompts, one thread: what the page's numbers stand beside. Wall time,
+    and CPU time (time.process_time) where the machine is shared."""
     torch.set_num_threads(1)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     attnlib.load_smollm2()
-    load = time.perf_counter() - t0
-    answers, prefills, decodes = [], [], []
+    load, load_cpu = time.perf_counter() - t0, time.process_time() - c0
+    runs: dict[str, list[float]] = {k: [] for k in ("answer", "answer_cpu", "prefill", "prefill_cpu",
+                                                     "decode", "decode_cpu")}
+
+    def timed(name, fn):
+        t0, c0 = time.perf_counter(), time.process_time()
+        out = fn()
+        runs[name].append(time.perf_counter() - t0)
+        runs[name + "_cpu"].append(time.process_time() - c0)
+        return out
+
     with torch.inference_mode():
         for _ in range(rounds):
             for text in PROMPTS6:
-                t0 = time.perf_counter()
-                model(torch.tensor([tok.encode(text)]), logits_to_keep=1).logits[0, -1].softmax(-1)
-                answers.append(time.perf_counter() - t0)
+                timed("answer", lambda: model(torch.tensor([tok.encode(text)]), logits_to_keep=1)
+                      .logits[0, -1].softmax(-1))
             cache = attnlib.KVCache()
-            t0 = time.perf_counter()
-            z = model(torch.tensor([ids32]), cache=cache, logits_to_keep=1).logits[:, -1]
-            prefills.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            for _ in range(32):
-                z = model(z.argmax(-1, keepdim=True), cache=cache, logits_to_keep=1).logits[:, -1]
-            decodes.append(32 / (time.perf_counter() - t0))
+            z = timed("prefill", lambda: model(torch.tensor([ids32]), cache=cache, logits_to_keep=1)
+                      .logits[:, -1])
+
+            def decode(z=z):
+                for _ in range(32):
+                    z = model(z.argmax(-1, keepdim=True), cache=cache, logits_to_keep=1).logits[:, -1]
+            timed("decode", decode)
+    med = {k: statistics.median(v) for k, v in runs.items()}
     wbytes = sum(p.numel() * p.element_size() for p in model.parameters())  # float32, tied head once
-    return {"threads": 1, "weight_bytes": wbytes, "load_s": load, "answer_s": statistics.median(answers),
-            "prefill32_s": statistics.median(prefills), "decode_tok_s": statistics.median(decodes)}
+    return {"threads": 1, "weight_bytes": wbytes, "load_s": load, "load_cpu_s": load_cpu,
+            "answer_s": med["answer"], "answer_cpu_s": med["answer_cpu"], "prefill32_s": med["prefill"],
+            "prefill32_cpu_s": med["prefill_cpu"], "decode_tok_s": 32 / med["decode"],
+            "decode_cpu_tok_s": 32 / med["decode_cpu"]}
 
 
 def run(rounds: int) -> dict:
@@ -181,10 +222,15 @@ def run(rounds: int) -> dict:
         want = model.generate(torch.tensor([ids32]), 32, temperature=0.0)[0, 32:].tolist()
     browser = {"chromium": version, "rounds": runs, "load_s": med("load_s"), "fetch_s": med("fetch_s"),
                "parse_s": med("parse_s"), "answer_s": statistics.median(a for r in runs for a in r["answers"]),
-               "prefill32_s": med("prefill32_s"), "decode_tok_s": med("decode_tok_s"),
+               "prefill32_s": med("prefill32_s"), "decode_tok_s": med("decode_tok_s"), "accel": runs[0]["accel"],
+               "answer_cpu_s": statistics.median(a for r in runs for a in r["answers_cpu"] if a is not None)
+               if runs[0]["answers_cpu"][0] is not None else None,
+               **({k: med(k) for k in ("load_cpu_s", "prefill32_cpu_s", "decode_cpu_tok_s")}
+                  if runs[0].get("prefill32_cpu_s") is not None else {}),
                "js_heap_bytes": max(r["js_heap_bytes"] for r in runs),
-               "renderer_rss_bytes": max((r["renderer_rss_bytes"] or 0) for r in runs) or None,
-               "renderer_rss_added_bytes": max((r["renderer_rss_added_bytes"] or 0) for r in runs) or None,
+               "tab_bytes": max((r["tab_bytes"] or 0) for r in runs) or None,
+               "tab_added_bytes": max((r["tab_added_bytes"] or 0) for r in runs) or None,
+               "wasm_memory_bytes": runs[0]["wasm_memory_bytes"],
                "file_bytes": runs[0]["file_bytes"], "cache_bytes_64": runs[0]["cache_bytes"],
                "same_tokens_as_attnlib": all(r["decoded"] == want for r in runs),
                "cpu_stall": stall}
@@ -210,7 +256,7 @@ def main(argv: list[str]) -> int:
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
     b, p = doc["browser"], doc["python"]
     print(f"browser: load {b['load_s']:.1f} s, answer {b['answer_s']:.2f} s, prefill32 {b['prefill32_s']:.2f} s, "
-          f"decode {b['decode_tok_s']:.1f} tok/s, heap {b['js_heap_bytes'] / 1e6:.0f} MB, stall {b['cpu_stall']}")
+          f"decode {b['decode_tok_s']:.1f} tok/s, tab {(b['tab_bytes'] or 0) / 1e6:.0f} MB, stall {b['cpu_stall']}")
     print(f"python:  load {p['load_s']:.1f} s, answer {p['answer_s']:.2f} s, prefill32 {p['prefill32_s']:.2f} s, "
           f"decode {p['decode_tok_s']:.1f} tok/s")
     for t in doc["targets"]:

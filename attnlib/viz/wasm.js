@@ -15,7 +15,7 @@
    attnlib's own float32 model); a product over more tokens than fit is done in chunks. */
 window.attnlibWasm = window.attnlibWasm || (function () {
   "use strict";
-  var SCRATCH = (1 << 18) + (12 << 20) + (12 << 20) + (1 << 16); /* f16 table, X, Y, one row */
+  var SCRATCH = (1 << 18) + (2 << 20) + (4 << 20) + (1 << 16); /* f16 table, X, Y, one row: 6.3 MB */
 
   /* ------------------------------------------------------------------ a small assembler */
   /* mnemonic -> [opcode bytes, immediates]; immediates: "u" unsigned LEB128, "s" signed LEB128,
@@ -161,7 +161,7 @@ window.attnlibWasm = window.attnlibWasm || (function () {
     var K = new WebAssembly.Instance(new WebAssembly.Module(bytes()), { env: { mem: memory } }).exports;
     base = Math.ceil(base / 16) * 16;
     if (memory.buffer.byteLength < base + SCRATCH) throw new Error("the memory has no room after the file for the products' scratch space");
-    var F16 = base, X = F16 + (1 << 18), Y = X + (12 << 20), R = Y + (12 << 20), FX = 12 << 18, FY = 12 << 18;
+    var F16 = base, X = F16 + (1 << 18), Y = X + (2 << 20), R = Y + (4 << 20), FX = 2 << 18, FY = 4 << 18;
     var tab = new Float32Array(memory.buffer, F16, 65536), half = window.attnlibWeights.half;
     for (var h = 0; h < 65536; h++) tab[h] = half(h);
     var x32 = new Float32Array(memory.buffer, X, FX), y32 = new Float32Array(memory.buffer, Y, FY);
