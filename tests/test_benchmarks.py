@@ -276,6 +276,21 @@ def test_stored_full_results_and_book_page_agree() -> None:
     assert not starts, f"generated numbers at the start of a line break their paragraph: {starts}"
 
 
+def test_how_to_use_quotes_the_recorded_chapter_times() -> None:
+    """book/how_to_use.md's chapter times come from benchmarks/results/notebook_times.json (written
+    by scripts/execute_notebooks.py): re-rendering the page changes nothing."""
+    from benchmarks.report import HOW_TO_USE, NOTEBOOK_TIMES
+
+    page = HOW_TO_USE.read_text()
+    assert "<!-- BEGIN generated:chapters_total -->" in page
+    assert render_page(page, json.loads(STORED.read_text())) == page, "run `python -m benchmarks.report`"
+    times = json.loads(NOTEBOOK_TIMES.read_text())
+    slowest = max(times, key=lambda name: times[name]["seconds"])
+    block = re.search(r"generated:chapters_total -->(.*?)<!--", page).group(1)
+    assert slowest in block and f"{sum(t['seconds'] for t in times.values()):.0f} s" in block
+    assert not re.search(r"^<!-- BEGIN generated:", page, flags=re.M), "a number must not open a line"
+
+
 @pytest.mark.gpu
 def test_cli_smoke_on_cuda(tmp_path: Path) -> None:
     """The GPU path: bf16, a fused SDPA kernel (not the math fallback), a train step with MFU."""
