@@ -1,6 +1,7 @@
-"""Write the stored results into the book page: ``python -m benchmarks.report [results.json] [page.md]``.
+"""Write the stored results into the book pages: ``python -m benchmarks.report [results.json] [page.md]``.
 
-The page's hand-written prose stays; every block between ``<!-- BEGIN generated:NAME -->`` and
+With no page named, both pages that quote measured numbers are filled: book/benchmarks.md and
+book/how_to_use.md (the chapters' execution times). A page's hand-written prose stays; every block between ``<!-- BEGIN generated:NAME -->`` and
 ``<!-- END generated:NAME -->`` is replaced by what is rendered from the JSON, so the numbers on
 the page are always the stored ones (a test re-renders them and compares). A short block (a
 number inside a sentence) is written between ``<!-- BEGIN generated:NAME -->`` and its END on
@@ -16,6 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_JSON = ROOT / "benchmarks" / "results" / "full_cpu.json"
 DEFAULT_PAGE = ROOT / "book" / "benchmarks.md"
+HOW_TO_USE = ROOT / "book" / "how_to_use.md"  # quotes the chapters' times (``chapters_total``)
 GPU_JSON = ROOT / "benchmarks" / "results" / "quick_cuda.json"  # written by benchmarks/gpu_run.sh
 NOTEBOOK_TIMES = ROOT / "benchmarks" / "results" / "notebook_times.json"  # scripts/execute_notebooks.py
 BROWSER_JSON = ROOT / "benchmarks" / "results" / "smollm2_browser.json"  # benchmarks/smollm2_browser.py
@@ -190,6 +192,19 @@ def render_chapters(doc: dict) -> str:
     return _md_table(["notebook", "seconds", "run on", "machine"], rows) + f"\nAll {len(times)}: {total:.0f} s.\n"
 
 
+def render_chapters_total(doc: dict) -> str:
+    """One phrase for a sentence: the slowest recorded notebook and the total, with the machine."""
+    if not NOTEBOOK_TIMES.exists():
+        return "(no execution times recorded: run `python scripts/execute_notebooks.py`)"
+    times = json.loads(NOTEBOOK_TIMES.read_text())
+    slowest = max(times, key=lambda name: times[name]["seconds"])
+    cores = sorted({t["cores"] for t in times.values()})
+    total = sum(t["seconds"] for t in times.values())
+    return (f"at most {times[slowest]['seconds']:.0f} s on {'/'.join(map(str, cores))} cores "
+            f"(the slowest, `{slowest}`); all {len(times)} recorded notebooks together take "
+            f"{total:.0f} s")
+
+
 def render_gpu(doc: dict) -> str:
     """The GPU run written by ``benchmarks/gpu_run.sh`` (its own JSON), or a note that none ran yet."""
     if not GPU_JSON.exists():
@@ -279,7 +294,8 @@ def render_structure_doc(run: dict) -> str:
 RENDER = {"structure": render_structure, "env": render_env, "targets": render_targets, "attention": render_attention, "models": render_models,
           "generation": render_generation, "memory_bound": render_memory_bound, "layout": render_layout,
           "tiny_vs_nano_rounds": render_tiny_vs_nano_rounds, "compiled": render_compiled,
-          "smollm2": render_smollm2, "smollm2_browser": render_smollm2_browser, "chapters": render_chapters, "gpu": render_gpu,
+          "smollm2": render_smollm2, "smollm2_browser": render_smollm2_browser, "chapters": render_chapters,
+          "chapters_total": render_chapters_total, "gpu": render_gpu,
           **{name: _inline(name) for name in INLINE}}
 
 
@@ -305,10 +321,11 @@ def render_page(page: str, doc: dict) -> str:
 
 def main(argv: list[str]) -> int:
     src = Path(argv[0]) if argv else DEFAULT_JSON
-    page_path = Path(argv[1]) if len(argv) > 1 else DEFAULT_PAGE
+    pages = [Path(argv[1])] if len(argv) > 1 else [DEFAULT_PAGE, HOW_TO_USE]
     doc = json.loads(src.read_text())
-    page_path.write_text(render_page(page_path.read_text(), doc))
-    print(f"updated {page_path} from {src}")
+    for page_path in pages:
+        page_path.write_text(render_page(page_path.read_text(), doc))
+        print(f"updated {page_path} from {src}")
     return 0
 
 

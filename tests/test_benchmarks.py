@@ -253,27 +253,39 @@ def test_stored_full_results_and_book_page_agree() -> None:
         assert t["name"] in page, t["name"]
     assert not any(isinstance(t["value"], float) and math.isnan(t["value"]) for t in doc["targets"])
     words = len(re.sub(r"<!-- BEGIN generated:(\w+) -->.*?<!-- END generated:\1 -->", " ", page, flags=re.S).split())
-    assert words < 2500, f"the page's prose has {words} words; keep it under 2,500"
+    assert words <= 1500, f"the page's prose has {words} words; keep it to 1,500 (the research log: benchmarks/README.md)"
     # The sentences around the generated numbers hold for the stored run (re-run: re-read them).
     gen = {r["shape"]: r for r in doc["benchmarks"]["generation"]["runs"]}
     tiny, gpt2 = gen["tiny"], gen["gpt2-small"]
-    assert tiny["functional_over_hf_tok_s"] < 0.9 * 1.8, "'well short of 1.8 times' with no modules"
     assert gpt2["attnlib_over_hf_tok_s"] < 1 <= gpt2["in_out_over_hf_tok_s"], "the (in, out) order puts HF ahead"
-    assert tiny["in_out_over_attnlib_tok_s"] > 1 and gpt2["in_out_over_attnlib_tok_s"] > 1, "(in, out) reads faster"
-    rounds = [rd["times_s"] for rd in tiny["timing"]["rounds"] if rd["kept"]]
-    spread = [t["nanogpt_modules"] / t["attnlib_cache"] for t in rounds]
-    assert max(spread) - min(spread) > abs(1 - tiny["attnlib_over_nanogpt_tok_s"]), "moved more than the gap"
-    assert max(spread) > 4 / 3 * min(spread), "single rounds differ by a third"
     assert all(r["prefill_gflops"] > 5 * r["decode_gflops"] for r in gen.values()), "many times faster per FLOP"
+    assert all(0.8 < r["last_over_first_window"] < 1.25 for r in gen.values()), "short vs long cache: about 1"
     assert all(r["graphs_compiled_per_growing_step"] > 0 for r in doc["benchmarks"]["compiled"]["runs"]), \
         "a growing cache makes the compiled step compile again"
     recomputed = tiny["prompt"] + tiny["new"] / 2  # tokens a step without the cache runs, on average
     assert tiny["cache_speedup"] < recomputed / 10, "the cache's gain stays far below the tokens recomputed"
+    # the research log (benchmarks/README.md) holds the history the page no longer tells
+    assert "benchmarks/README.md" in page and (ROOT / "benchmarks" / "README.md").exists()
     # A line that starts with an HTML comment starts a raw HTML block and ends the paragraph, so a
     # number filled in mid-sentence must not open a line.
     starts = [line for line in page.splitlines()
               if re.match(r"<!-- BEGIN generated:(\w+) -->.*<!-- END generated:\1 -->", line)]
     assert not starts, f"generated numbers at the start of a line break their paragraph: {starts}"
+
+
+def test_how_to_use_quotes_the_recorded_chapter_times() -> None:
+    """book/how_to_use.md's chapter times come from benchmarks/results/notebook_times.json (written
+    by scripts/execute_notebooks.py): re-rendering the page changes nothing."""
+    from benchmarks.report import HOW_TO_USE, NOTEBOOK_TIMES
+
+    page = HOW_TO_USE.read_text()
+    assert "<!-- BEGIN generated:chapters_total -->" in page
+    assert render_page(page, json.loads(STORED.read_text())) == page, "run `python -m benchmarks.report`"
+    times = json.loads(NOTEBOOK_TIMES.read_text())
+    slowest = max(times, key=lambda name: times[name]["seconds"])
+    block = re.search(r"generated:chapters_total -->(.*?)<!--", page).group(1)
+    assert slowest in block and f"{sum(t['seconds'] for t in times.values()):.0f} s" in block
+    assert not re.search(r"^<!-- BEGIN generated:", page, flags=re.M), "a number must not open a line"
 
 
 @pytest.mark.gpu
@@ -308,6 +320,7 @@ def test_stored_browser_run_is_consistent_and_on_the_page() -> None:
     assert b["answer_s"] == pytest.approx(statistics.median(a for r in b["rounds"] for a in r["answers"]))
     assert b["same_tokens_as_attnlib"] is True
     assert b["file_bytes"] < p["weight_bytes"] / 5, "the page holds the 4-bit file, not float32 weights"
+    assert p["load_s"] > b["load_s"], "Python loads more slowly (it dequantizes every weight)"
     names = [t["name"] for t in run["targets"]]
     assert {"browser: load (fetch + parse), s", "browser: decode, tokens/s"} <= set(names)
     assert render_browser_doc(run) in PAGE.read_text(), "run `python -m benchmarks.report`"

@@ -1,0 +1,98 @@
+"""book/checking.md quotes what the chapters print: each quoted stored-run value is in the notebook.
+
+A value the page quotes as measured in a chapter's stored run carries a marker right after it,
+``2.05<!-- from:10_tiny_gpt -->`` (invisible on the page). The marker covers the number just
+before it and, when that number ends a list of numbers joined only by ", " or " / ", every number
+of the list (``1.973, 2.058, 2.001<!-- from:12_efficient_inference -->``). Each such number must
+appear, as written, among the stored text outputs (``text/plain`` results and printed streams) of
+``notebooks/<name>.ipynb``: when a re-executed chapter prints another value, this test fails until
+the page is updated from the notebook.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "book" / "checking.md"
+NUMBER = r"[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]\d+)?"
+MARKED = re.compile(rf"((?:{NUMBER}(?:, | / ))*{NUMBER})[x%]?<!-- from:(\w+) -->")
+MARKER = re.compile(r"(?<!`)<!-- from:(\w+) -->")  # one in backticks is an example
+
+
+def notebook_text(name: str) -> str:
+    """The stored text a reader sees under the cells: results' text/plain and printed streams."""
+    cells = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text())["cells"]
+    parts = []
+    for cell in cells:
+        for out in cell.get("outputs", []):
+            if out["output_type"] == "stream":
+                parts.append("".join(out["text"]))
+            elif "text/plain" in out.get("data", {}):
+                parts.append("".join(out["data"]["text/plain"]))
+    return "\n".join(parts)
+
+
+def quoted_values(page: str) -> list[tuple[str, str]]:
+    """(notebook, number as written) for every marked quote; every marker must be parsed."""
+    found = [(m.group(2), num) for m in MARKED.finditer(page)
+             for num in re.findall(NUMBER, m.group(1))]
+    assert len(MARKED.findall(page)) == len(MARKER.findall(page)), \
+        "a marker that follows no number: " + str([page[max(0, m.start() - 30):m.end()]
+                                                  for m in MARKER.finditer(page)
+                                                  if not MARKED.search(page[max(0, m.start() - 80):m.end()])])
+    return found
+
+
+def printed(number: str, text: str) -> bool:
+    """``number`` appears in ``text`` as a whole number (not inside 12.05 or 2.051); a sign or a
+    thousands comma on the page need not be printed."""
+    bare = number.lstrip("+-")
+    forms = {bare, bare.replace(",", "")}
+    return any(re.search(rf"(?<![\d.]){re.escape(f)}(?![\d]|\.\d)", text) for f in forms)
+
+
+def test_markers_name_notebooks_and_cover_every_quote() -> None:
+    page = PAGE.read_text()
+    quotes = quoted_values(page)
+    assert len(quotes) >= 40, f"only {len(quotes)} marked quotes"
+    for name in {n for n, _ in quotes}:
+        assert (ROOT / "notebooks" / f"{name}.ipynb").exists(), name
+    # every number in a "stored run" column, and every paragraph that opens "The stored run", is
+    # marked: a quote cannot be added without the test reading it (a clock's row, "(clock" in its
+    # label, gives ranges over runs: its stored value changes with every execution)
+    header = None
+    for line in page.splitlines():
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = [c.strip() for c in line.strip("|").split(" | ")]
+        if header is None:
+            header = cells
+        elif not set(line) <= set("|- "):
+            for h, cell in zip(header, cells):
+                if "stored run" in h and re.search(r"\d", cell) and "(clock" not in line:
+                    assert MARKER.search(cell), f"unmarked stored-run value: {line}"
+    for para in page.split("\n\n"):
+        if para.startswith("The stored run"):
+            assert MARKER.search(para), f"unmarked stored-run paragraph: {para[:80]}"
+
+
+@pytest.mark.parametrize("name", sorted({n for n, _ in quoted_values(PAGE.read_text())}))
+def test_quoted_values_are_printed_by_the_notebook(name: str) -> None:
+    text = notebook_text(name)
+    missing = [num for n, num in quoted_values(PAGE.read_text()) if n == name and not printed(num, text)]
+    assert not missing, f"checking.md quotes {missing} from {name}, which its stored outputs do not print"
+
+
+def test_a_changed_quote_fails() -> None:
+    """The check can fail: a page whose first marked quote is changed to a value no chapter
+    prints is refused."""
+    page = PAGE.read_text()
+    m = MARKED.search(page)
+    changed = page[:m.start()] + "987.654" + page[m.end(1):]
+    name, num = quoted_values(changed)[0]
+    assert num == "987.654" and not printed(num, notebook_text(name))
