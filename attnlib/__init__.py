@@ -35,6 +35,7 @@ from .quant import (dequantize_groupwise, dequantize_nf4, dequantize_rows, quant
                     quantize_linears, quantize_nf4, quantize_rows)
 from .lora import LoRALinear, add_lora, merge_lora
 from .windows import sliding_window_mask
+from .rope_scaling import ScaledRotaryEmbedding, scaled_rope
 from .speculative import SpeculativeStats, speculative_generate
 from . import quant, viz
 

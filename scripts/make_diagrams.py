@@ -1610,5 +1610,66 @@ NARROW["gpt_shapes"] = [("wrap", 30, 60, 370, 680), ("crop", 20, 10, 352, 118, 0
                         ("wrap", 640, 690, 370, 680)]
 
 
+
+# ------------------------------------------- chapter 13: what MHA and MLA keep in the KV cache
+def mla_cache() -> Svg:
+    s = Svg("mla_cache", 700, 420,
+            "What multi-head attention and multi-head latent attention keep in the KV cache",
+            "Left, multi-head attention: a token x of width C is projected to H keys and H "
+            "values, one per head, and all of them are cached: 2 x H x D numbers per token and "
+            "layer (DeepSeek-V3's shape: 2 x 128 x 128 = 32,768). Right, multi-head latent "
+            "attention (DeepSeek-V2, V3): x is projected down to one latent c_KV of width r and "
+            "one RoPE key k_R of width d_r shared by every head; only these two are cached, r + "
+            "d_r numbers (512 + 64 = 576). Each head's key part k_h = W_UK_h c_KV and value "
+            "v_h = W_UV_h c_KV are read off the latent when needed, or W_UK is absorbed into the "
+            "query and W_UV into the output, so attention runs over the cached latents "
+            "themselves.")
+    for cx, title, sub in ((175, "multi-head attention", "caches every head's key and value"),
+                           (525, "multi-head latent attention", "caches a latent and one RoPE key")):
+        s.text(cx, 34, title, size=16, weight="bold")
+        s.text(cx, 54, sub, size=13, color=MUTED)
+        s.box(cx, 68, 110, 32, "X", "token x  (C)", size=14)
+    # MHA: H keys and H values, all cached
+    s.rect(30, 146, 290, 70, "none", MUTED, rx=10, width=1.5, dash="6 4")
+    s.text(40, 140, "KV cache", size=13, anchor="start", color=MUTED)
+    for h in range(4):
+        for k, role in enumerate("KV"):
+            x = 48 + h * 68 + k * 28
+            s.arrow((175, 101), (x + 12, 158), color="#939393", width=1.1)
+            st, fl = COLORS[role]
+            s.rect(x, 160, 24, 42, fl, st, rx=4, width=1.8)
+            s.text(x + 12, 186, f"{role.lower()}_{h}", size=12)
+    s.text(175, 246, "2 · H · D numbers per token and layer", size=14)
+    s.text(175, 268, "DeepSeek-V3's shape: 2 · 128 · 128 = 32,768", size=13, color=MUTED)
+    # MLA: the latent and the shared RoPE key are cached; keys and values are read off the latent
+    s.rect(392, 104, 282, 66, "none", MUTED, rx=10, width=1.5, dash="6 4")
+    s.text(664, 98, "KV cache", size=13, anchor="end", color=MUTED)
+    s.arrow((505, 101), (470, 112))
+    s.arrow((545, 101), (610, 112))
+    s.box(470, 114, 140, 48, "L", "latent c^{KV}", "r = 512 in V3", size=14)
+    s.box(610, 114, 104, 48, "K", "RoPE key k^R", "d_r = 64", size=14)
+    for h, x in enumerate((430, 510)):
+        s.arrow((470, 163), (x, 200), color="#939393", width=1.1)
+    s.box(430, 202, 64, 40, "K", "k^N_h", size=14, dash="4 3")
+    s.box(510, 202, 64, 40, "V", "v_h", size=14, dash="4 3")
+    s.text(560, 212, "per head (with k^R:", size=12, color=MUTED, anchor="start")
+    s.text(560, 228, "the head's key);", size=12, color=MUTED, anchor="start")
+    s.text(560, 244, "not cached", size=12, color=MUTED, anchor="start")
+    s.text(525, 268, "r + d_r = 576 numbers per token and layer", size=14)
+    s.raw(f'<line x1="350" y1="24" x2="350" y2="280" stroke="{CARD_EDGE}" stroke-width="1.5"/>')
+    s.text(350, 312, "read off the latent: k^N_h = W^{UK}_h c^{KV},  v_h = W^{UV}_h c^{KV}", size=15)
+    s.text(350, 336, "score: q_h · k_h = ((W^{UK}_h)^T q^N_h) · c^{KV} + q^R_h · k^R", size=15)
+    s.text(350, 364, "absorbed: W^{UK} moves into the query, W^{UV} into the output,", size=13,
+           color=MUTED)
+    s.text(350, 384, "so attention runs over the cached latents themselves", size=13,
+           color=MUTED)
+    return s
+
+
+DIAGRAMS.append(mla_cache)
+NARROW["mla_cache"] = [("crop", 20, 14, 335, 280), ("rule",), ("crop", 362, 14, 690, 280),
+                       ("wrap", 300, 395)]
+
+
 if __name__ == "__main__":
     sys.exit(main())
