@@ -37,6 +37,7 @@ from .lora import LoRALinear, add_lora, merge_lora
 from .windows import sliding_window_mask
 from .rope_scaling import ScaledRotaryEmbedding, scaled_rope
 from .speculative import SpeculativeStats, speculative_generate
+from .io_count import AttentionIO, flash_attention_io, naive_attention_io, tile_footprint
 from . import quant, viz
 
 __version__ = "0.1.0"

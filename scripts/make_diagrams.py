@@ -1671,5 +1671,74 @@ NARROW["mla_cache"] = [("crop", 20, 14, 335, 280), ("rule",), ("crop", 362, 14, 
                        ("wrap", 300, 395)]
 
 
+# ------------------------------------------- chapter 14: one round of speculative decoding
+def speculative_round() -> Svg:
+    s = Svg("speculative_round", 680, 330,
+            "One round of speculative decoding with k = 4 guesses",
+            "After the text 'And God said', a small draft model guesses four characters one at "
+            "a time: comma, space, B and u. The target model reads the text and all four "
+            "guesses in one forward pass and gives its own choice at each of the five "
+            "positions: comma, space, B, e and h. The first three guesses equal its choices and "
+            "are kept; the fourth, u, is not, so it is thrown away and the target's e takes its "
+            "place: four tokens for one target call. A second panel compares time: plain "
+            "decoding makes four target calls for four tokens; speculative decoding makes four "
+            "cheap draft steps and one target call, which is faster when a draft step costs "
+            "much less than a target step.")
+    kept, own, grey = COLORS["Q"], ("#E69F00", "#fbe9c4"), COLORS["X"]
+    s.text(175, 30, "one round, k = 4", size=16, weight="bold")
+    s.text(175, 56, "text so far: ...And God said", size=13, color=MUTED)
+    xs = [70, 120, 170, 220]
+    s.text(20, 94, "draft", size=13, anchor="start", color=MUTED)
+    for i, (x, c) in enumerate(zip(xs, [",", "\u2423", "B", "u"])):
+        s.rect(x, 72, 40, 32, grey[1], grey[0], rx=4)
+        s.text(x + 20, 94, c, size=16)
+        if i:
+            s.arrow((xs[i - 1] + 41, 88), (x - 1, 88), color=MUTED, width=1.2)
+    s.text(175, 124, "4 guesses, one small step each", size=12, color=MUTED)
+    s.rect(60, 136, 260, 34, "#ffffff", INK, rx=6)
+    s.text(190, 158, "target: ONE forward, 5 positions", size=13, weight="bold")
+    s.text(20, 198, "target", size=13, anchor="start", color=MUTED)
+    picks = [",", "\u2423", "B", "e", "h"]
+    for i, c in enumerate(picks):
+        x = 70 + 50 * i
+        s.rect(x, 178, 40, 32, "#ffffff", MUTED, rx=4)
+        s.text(x + 20, 200, c, size=16)
+        if i < 4:
+            s.text(x + 20, 230, "=" if i < 3 else "\u2260", size=16,
+                   color=kept[0] if i < 3 else own[0], weight="bold")
+    s.text(20, 268, "kept", size=13, anchor="start", color=MUTED)
+    for i, c in enumerate([",", "\u2423", "B", "e"]):
+        x = 70 + 50 * i
+        role = kept if i < 3 else own
+        s.rect(x, 246, 40, 32, role[1], role[0], rx=4)
+        s.text(x + 20, 268, c, size=16)
+    s.text(292, 268, "u", size=15, color=MUTED)
+    s.raw('<line x1="284" y1="263" x2="300" y2="263" stroke="#5f5f5f" stroke-width="1.5"/>')
+    s.text(175, 304, "3 guesses kept + the target's e:", size=13)
+    s.text(175, 322, "4 tokens for 1 target call", size=13, weight="bold")
+    # the second panel: time for four tokens
+    s.text(515, 30, "time for 4 tokens", size=16, weight="bold")
+    s.text(370, 80, "plain", size=13, anchor="start", color=MUTED)
+    for i in range(4):
+        s.rect(370 + 70 * i, 90, 66, 30, "#ffffff", INK, rx=4)
+        s.text(403 + 70 * i, 110, "target", size=12)
+    s.text(370, 160, "speculative", size=13, anchor="start", color=MUTED)
+    for i in range(4):
+        s.rect(370 + 18 * i, 170, 15, 30, grey[1], grey[0], rx=3)
+    s.rect(444, 170, 66, 30, "#ffffff", INK, rx=4)
+    s.text(477, 190, "target", size=12)
+    s.arrow((370, 236), (650, 236), color=MUTED, width=1.2)
+    s.text(650, 254, "time", size=12, anchor="end", color=MUTED)
+    s.text(515, 284, "grey: a draft step; faster only when", size=12, color=MUTED)
+    s.text(515, 302, "a draft step costs much less than", size=12, color=MUTED)
+    s.text(515, 320, "a target step (measured in this chapter)", size=12, color=MUTED)
+    return s
+
+
+DIAGRAMS.append(speculative_round)
+NARROW["speculative_round"] = [("crop", 14, 10, 336, 328, 1.0),
+                               ("rule",), ("crop", 350, 10, 670, 328, 1.0)]
+
+
 if __name__ == "__main__":
     sys.exit(main())
