@@ -34,6 +34,9 @@ from .flash import tiled_attention
 from .quant import (dequantize_groupwise, dequantize_nf4, dequantize_rows, quantize_groupwise,
                     quantize_linears, quantize_nf4, quantize_rows)
 from .lora import LoRALinear, add_lora, merge_lora
+from .kv_quant import Int8KVCache
+from .gptq import gptq_quantize
+from .paged import PagedKVCache, PagedSequence, paged_attention
 from . import quant, viz
 
 __version__ = "0.1.0"
