@@ -34,6 +34,8 @@ from .flash import tiled_attention
 from .quant import (dequantize_groupwise, dequantize_nf4, dequantize_rows, quantize_groupwise,
                     quantize_linears, quantize_nf4, quantize_rows)
 from .lora import LoRALinear, add_lora, merge_lora
+from .windows import sliding_window_mask
+from .speculative import SpeculativeStats, speculative_generate
 from .kv_quant import Int8KVCache
 from .gptq import gptq_quantize
 from .paged import PagedKVCache, PagedSequence, paged_attention

@@ -7,7 +7,8 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
-from ._checks import as_int, checking, eager
+from ._checks import as_int, as_size, checking, eager
+from .windows import check_window
 
 
 class KVCache:
@@ -23,23 +24,34 @@ class KVCache:
     held is ever written to, so autograd (which may have saved it) and torch.inference_mode()
     (whose tensors cannot be written outside it) never get in the way.
 
+    Sliding-window layers (``update(..., window=W)``, Mistral) roll: a layer keeps only its last
+    W positions (W + ``extra``), since no later query can see an older one; ``seq_len`` still
+    counts every position seen, so positions (and RoPE) keep counting after the window is full.
+
     A cache serves the one model that filled it (:meth:`check_model`, at the model's door); an
     empty cache serves any. A model runs each step inside :class:`all_or_nothing`, so a step that
     fails leaves the cache as it was.
 
+    Args:
+        extra: positions a rolling layer holds beyond its window, so that :meth:`crop` can take
+            back up to extra + 1 tokens once the window is full (speculative decoding needs k).
+
     Attributes:
         keys, values: per layer, the held (B, G, T, D) (read-only; use update to add).
-        seq_len: tokens held (in layer 0).
-        nbytes: bytes of the self-attention keys and values held for those tokens
-            = 2 x n_layers x B x seq_len x n_kv_heads x head_dim x element size.
+        seq_len: positions seen (in layer 0): all of them held, except by a rolling layer.
+        nbytes: bytes of the self-attention keys and values held
+            = 2 x n_layers x B x T_held x n_kv_heads x head_dim x element size.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, extra: int = 0) -> None:
         self._k: list[Tensor] = []    # per layer, (B, G, T, D)
         self._v: list[Tensor] = []
         self.cross: dict[int, tuple[Tensor, Tensor]] = {}   # layer -> the source's (k, v)
         self.source: Optional[Tensor] = None   # the context those were computed from
         self.owner: Optional[dict[str, Any]] = None   # the model that filled it (check_model)
+        self.extra = as_size("extra", extra, minimum=0)
+        self._window: dict[int, int] = {}    # rolling layers: layer -> sliding window W
+        self._dropped: dict[int, int] = {}   # rolling layers: layer -> positions let go
 
     @property
     def keys(self) -> list[Tensor]:
@@ -49,10 +61,16 @@ class KVCache:
     def values(self) -> list[Tensor]:
         return list(self._v)
 
-    def update(self, layer_idx: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Append k, v (B, G, T_new, D) to layer ``layer_idx``; return all it holds (B, G, T, D)."""
+    def update(self, layer_idx: int, k: Tensor, v: Tensor,
+               window: Optional[int] = None) -> tuple[Tensor, Tensor]:
+        """Append k, v (B, G, T_new, D) to layer ``layer_idx``; return all it holds (B, G, T, D).
+
+        With the layer's sliding ``window`` W the layer rolls (:meth:`_roll`) and returns the last
+        W - 1 + T_new positions: all that its new queries can see."""
         if checking():
-            self._check_update(layer_idx, k, v)
+            self._check_update(layer_idx, k, v, window)
+        if window is not None:
+            return self._roll(layer_idx, k, v, window)
         if layer_idx == len(self._k):  # the layer's first tokens
             self._k.append(k), self._v.append(v)
             return k, v
@@ -63,15 +81,48 @@ class KVCache:
         self._v[layer_idx] = torch.cat([held_v, v], dim=2)
         return self._k[layer_idx], self._v[layer_idx]
 
+    def _roll(self, i: int, k: Tensor, v: Tensor, window: int) -> tuple[Tensor, Tensor]:
+        """:meth:`update` of a sliding-window layer: hold the last window + extra positions."""
+        T, keep = k.shape[2], window + self.extra
+        if i == len(self._k):  # the layer's first tokens: nothing held yet
+            self._k.append(k[:, :, :0]), self._v.append(v[:, :, :0])
+            self._window[i], self._dropped[i] = window, 0
+        held_k, held_v = self._k[i], self._v[i]
+        # held positions that neither the new queries (W - 1) nor the buffer (keep - T) need
+        cut = max(0, held_k.shape[2] - max(keep - T, window - 1))
+        full_k = torch.cat([held_k[:, :, cut:].to(k), k], dim=2)  # (B, G, held - cut + T, D)
+        full_v = torch.cat([held_v[:, :, cut:].to(v), v], dim=2)
+        drop = max(0, full_k.shape[2] - keep)  # a long step: more new positions than fit
+        self._dropped[i] += cut + drop
+        # a part of `full` is copied, so that nothing but the held positions stays in memory
+        self._k[i] = full_k[:, :, drop:].clone() if drop else full_k  # (B, G, <= keep, D)
+        self._v[i] = full_v[:, :, drop:].clone() if drop else full_v
+        seen = window - 1 + T  # the oldest key the first new query can see, and all after it
+        return full_k[:, :, -seen:], full_v[:, :, -seen:]
+
     def crop(self, n: int) -> None:
         """Keep the first ``n`` tokens of every layer (0 <= n <= seq_len): the later ones are
-        forgotten, as if they had never been fed (speculative decoding drops rejected tokens)."""
+        forgotten, as if they had never been fed (speculative decoding drops rejected tokens).
+
+        A rolling layer can go back only as far as it still holds the W - 1 positions before
+        the n-th: to n >= seq_len - extra - 1 once its window is full (else a ValueError)."""
         m = as_int(n)
         if m is None or not 0 <= m <= self.seq_len:
             raise ValueError(f"crop needs an int n with 0 <= n <= seq_len={self.seq_len}, "
                              f"got {n!r}")
-        self._k = [k[:, :, :m] for k in self._k]
-        self._v = [v[:, :, :m] for v in self._v]
+        for i, window in self._window.items():  # every layer first: a refused crop changes nothing
+            gone = self._dropped[i]
+            if m and gone > max(0, m - window + 1):  # position m needs m - W + 1 .. m - 1
+                raise ValueError(
+                    f"crop({m}): this rolling cache (sliding window {window}) has let go of the "
+                    f"first {gone} positions of layer {i}, but continuing after {m} tokens needs "
+                    f"positions {max(0, m - window + 1)}..{m - 1}; crop to 0 or to n >= "
+                    f"{gone + window - 1} only, or make the cache with KVCache(extra=r) to hold "
+                    f"r more positions")
+        dropped = {i: min(gone, m) for i, gone in self._dropped.items()}  # crop(0): none left
+        self._k = [k[:, :, :m - dropped.get(i, 0)] for i, k in enumerate(self._k)]
+        self._v = [v[:, :, :m - dropped.get(i, 0)] for i, v in enumerate(self._v)]
+        self._dropped = dropped
 
     # --- Cross-attention: the source's keys and values, computed once -------------------------
     def has_cross(self, layer_idx: int) -> bool:
@@ -124,7 +175,8 @@ class KVCache:
 
     # --- Sizes -----------------------------------------------------------------------------------
     def layer_len(self, layer_idx: int) -> int:
-        """Tokens held in layer ``layer_idx`` (0 before its first update)."""
+        """Tokens held in layer ``layer_idx`` (0 before its first update; a rolling layer holds
+        at most its window + extra)."""
         return self._k[layer_idx].shape[2] if layer_idx < len(self._k) else 0
 
     @property
@@ -133,15 +185,16 @@ class KVCache:
 
     @property
     def seq_len(self) -> int:
-        return self._k[0].shape[2] if self._k else 0
+        """Positions seen: those layer 0 holds, and those it let go (a rolling layer)."""
+        return self._k[0].shape[2] + self._dropped.get(0, 0) if self._k else 0
 
     @property
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in (*self.keys, *self.values))
 
     def reset(self) -> None:
-        """Forget everything (a new prompt, a new batch or another model)."""
-        self.__init__()
+        """Forget everything (a new prompt, a new batch or another model); keep ``extra``."""
+        self.__init__(extra=self.extra)
 
     def __len__(self) -> int:
         return self.seq_len
@@ -151,12 +204,14 @@ class KVCache:
 
     def _state(self) -> tuple:
         """What a step may change. A step only appends: the lengths say what was there."""
-        return list(self._k), list(self._v), dict(self.cross), self.source, self.owner
+        return (list(self._k), list(self._v), dict(self.cross), self.source, self.owner,
+                dict(self._window), dict(self._dropped))
 
     def _set_state(self, state: tuple) -> None:
-        self._k, self._v, self.cross, self.source, self.owner = state
+        (self._k, self._v, self.cross, self.source, self.owner, self._window,
+         self._dropped) = state
 
-    def _check_update(self, layer_idx: Any, k: Any, v: Any) -> None:
+    def _check_update(self, layer_idx: Any, k: Any, v: Any, window: Any = None) -> None:
         i, n = as_int(layer_idx), len(self._k)
         if i is None or i < 0:
             raise ValueError(f"layer_idx must be an int >= 0, got {layer_idx!r}")
@@ -178,6 +233,11 @@ class KVCache:
                                  f"keys {tuple(k.shape)} (values: {tuple(hv)} held, "
                                  f"{tuple(v.shape)} new); batch, heads and head width must match "
                                  f"(call reset() for a new batch)")
+        w = None if window is None else check_window(window, "window")
+        if i < n and w != self._window.get(i):  # a full layer never rolls, nor changes its W
+            raise ValueError(f"cache layer {i} was filled with window={self._window.get(i)} "
+                             f"but this update has window={w}; a cache serves one model: call "
+                             f"reset() or make a new KVCache")
 
 
 class all_or_nothing:

@@ -43,6 +43,10 @@ class Encoder(nn.Module):
     def __init__(self, cfg: TransformerConfig) -> None:
         super().__init__()
         check_config(cfg)
+        if cfg.sliding_window is not None:  # a causal window; this stack reads both ways
+            raise ValueError(f"sliding_window={cfg.sliding_window} is a window over earlier "
+                             f"tokens (causal, GPT); an Encoder (and an EncoderDecoder's source) "
+                             f"attends both ways: build it with sliding_window=None")
         self.cfg = cfg
         self.embed = Embeddings(cfg)
         rope = cfg.positional == "rope"

@@ -23,12 +23,30 @@ def pick(logits: Tensor, temperature: float, top_k: Optional[int], top_p: Option
     checks its own). float64 logits are sampled in float64, others in float32.
 
     Returns (tokens (...) long, top (...)): (B, 1) each for the model's last position (B, 1, V)."""
-    if logits.dtype not in (torch.float32, torch.float64):
-        logits = logits.float()  # sample in float32 even for a bf16 model
-    top, best = logits.max(dim=-1)  # (...) each; NaN where the row holds a NaN
     if temperature == 0:
+        top, best = _wide(logits).max(dim=-1)  # (...) each; NaN where the row holds a NaN
         return best, top  # greedy: the first of equal maxima
-    top = top[..., None]  # (..., 1)
+    probs, top = distribution(logits, temperature, top_k, top_p)  # (..., V), (...)
+    return draw(probs, generator), top
+
+
+def _wide(logits: Tensor) -> Tensor:
+    """Logits to sample from: float64 stays, every other dtype becomes float32 (a bf16 model)."""
+    return logits if logits.dtype in (torch.float32, torch.float64) else logits.float()
+
+
+def distribution(logits: Tensor, temperature: float, top_k: Optional[int],
+                 top_p: Optional[float]) -> tuple[Tensor, Tensor]:
+    """The distribution :func:`pick` draws from at temperature > 0, and each row's largest logit.
+
+    softmax(logits / temperature) restricted to the top_k most likely tokens, then to the nucleus
+    (top_p). Speculative decoding compares two models' distributions built exactly this way.
+
+    Shapes:
+        logits (..., V) -> probs (..., V) (rows sum to 1; a row holding NaN or inf is all ones,
+        drawn and refused later by the caller's check), top (...)."""
+    logits = _wide(logits)
+    top = logits.amax(dim=-1, keepdim=True)  # (..., 1); NaN where the row holds a NaN
     if top_k is not None and top_k < logits.shape[-1]:  # ranked before any temperature can tie
         kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]  # (..., 1): the k-th largest
         logits = logits.masked_fill(logits < kth, float("-inf"))
@@ -41,11 +59,16 @@ def pick(logits: Tensor, temperature: float, top_k: Optional[int], top_p: Option
         z = _nucleus(z, top_p)  # on the tempered, top-k-filtered distribution
     probs = torch.softmax(z, dim=-1)  # (..., V)
     probs = torch.where(torch.isfinite(top), probs, 1.0)  # a broken row: drawn, refused later
+    return probs, top[..., 0]
+
+
+def draw(probs: Tensor, generator: Optional[torch.Generator]) -> Tensor:
+    """One token per row of probabilities (..., V) (each row's sum need not be 1) -> (...)."""
     rows = probs.reshape(-1, probs.shape[-1])  # (N, V): multinomial draws from rows
     # a CPU generator cannot drive a CUDA multinomial: sample where the generator lives
     on = generator.device if generator is not None else rows.device
     token = torch.multinomial(rows.to(on), 1, generator=generator).to(rows.device)  # (N, 1)
-    return token.view(top.shape[:-1]), top[..., 0]
+    return token.view(probs.shape[:-1])
 
 
 def _nucleus(logits: Tensor, top_p: float) -> Tensor:

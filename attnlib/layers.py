@@ -157,6 +157,8 @@ class DecoderLayer(nn.Module):
         as EncoderLayer, plus cross_attention: add the cross-attention sublayer (EncoderDecoder);
         False gives a GPT block. self_attn: a ready self-attention module instead of
         MultiHeadAttention (``from_config`` passes MultiHeadLatentAttention for attention="mla").
+        sliding_window: W, self-attention's window (see MultiHeadAttention; cross-attention has
+        none).
 
     Shapes:
         x (B, T, C), memory (B, S, C) -> x (B, T, C); self weights (B, H, T, T_total) and cross
@@ -167,6 +169,7 @@ class DecoderLayer(nn.Module):
                  activation: str = "gelu", norm_first: bool = True, dropout: float = 0.0,
                  bias: bool = True, layer_norm_eps: float = 1e-5,
                  n_kv_heads: Optional[int] = None, norm: str = "layernorm",
+                 sliding_window: Optional[int] = None,
                  self_attn: Optional[nn.Module] = None) -> None:
         super().__init__()
         self.norm_first = norm_first
@@ -175,7 +178,8 @@ class DecoderLayer(nn.Module):
             raise TypeError(f"self_attn must be an nn.Module (e.g. a MultiHeadLatentAttention) or "
                             f"None, got {type(self_attn).__name__}")
         self.self_attn = self_attn if self_attn is not None else MultiHeadAttention(
-            d_model, n_heads, n_kv_heads=n_kv_heads, bias=bias, dropout=dropout)
+            d_model, n_heads, n_kv_heads=n_kv_heads, bias=bias, dropout=dropout,
+            sliding_window=sliding_window)
         self.norm1 = make_norm(norm, d_model, layer_norm_eps)
         if cross_attention:
             self.cross_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv_heads, bias=bias,
@@ -193,7 +197,7 @@ class DecoderLayer(nn.Module):
         return cls(cfg.d_model, cfg.n_heads, cfg.d_ff, cross_attention=cross_attention,
                    activation=cfg.activation, norm_first=cfg.norm_first, dropout=cfg.dropout,
                    bias=cfg.bias, layer_norm_eps=cfg.layer_norm_eps, n_kv_heads=cfg.n_kv_heads,
-                   norm=cfg.norm, self_attn=mla)
+                   norm=cfg.norm, sliding_window=cfg.sliding_window, self_attn=mla)
 
     def forward(self, x: Tensor, memory: Optional[Tensor] = None, *,
                 attn_mask: Optional[Tensor] = None, memory_mask: Optional[Tensor] = None,

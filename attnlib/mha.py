@@ -12,6 +12,7 @@ from .dropout import dropping
 from .cache import KVCache
 from .checks import check_cache
 from .positional import apply_rotary
+from .windows import check_window, sliding_window_mask
 
 
 def check_sizes(d_model: Any, n_heads: Any, n_kv_heads: Any = None) -> tuple[int, int, int]:
@@ -47,6 +48,8 @@ class MultiHeadAttention(nn.Module):
         n_kv_heads: number of key/value heads G (None = H); H must be divisible by G.
         bias: bias in the four projections.
         dropout: dropout on the attention weights (training only).
+        sliding_window: W: causal self-attention where query i sees keys i-W+1 .. i only
+            (Mistral); None = every earlier key. Keys older than that leave a KVCache.
 
     Shapes:
         x (B, Tq, C); context (B, Tk, C) for cross-attention (keys and values from it).
@@ -54,11 +57,13 @@ class MultiHeadAttention(nn.Module):
     """
 
     def __init__(self, d_model: int, n_heads: int, *, n_kv_heads: Optional[int] = None,
-                 bias: bool = True, dropout: float = 0.0) -> None:
+                 bias: bool = True, dropout: float = 0.0,
+                 sliding_window: Optional[int] = None) -> None:
         super().__init__()
         C, H, G = check_sizes(d_model, n_heads, n_kv_heads)
         check_flag("bias", bias)
         p = as_dropout(dropout)
+        self.sliding_window = None if sliding_window is None else check_window(sliding_window)
         self.d_model, self.n_heads, self.n_kv_heads, self.head_dim = C, H, G, C // H
         self.dropout = p
         self.q_proj = nn.Linear(C, C, bias=bias)           # W_Q: all H query heads side by side
@@ -100,7 +105,8 @@ class MultiHeadAttention(nn.Module):
         Args:
             attn_mask: bool (True = may attend) or float (added), broadcastable to (B, H, Tq, Tk);
                 with is_causal it is combined with the causal mask.
-            is_causal: query i sees keys up to its own position (after what the cache holds).
+            is_causal: query i sees keys up to its own position (after what the cache holds);
+                with a sliding window, only the last ``sliding_window`` of them (required then).
             cache, layer_idx: a KVCache and this layer's slot in it. Self-attention appends its new
                 keys/values there and attends over everything held; cross-attention computes the
                 context's keys/values once and reuses them.
@@ -114,12 +120,13 @@ class MultiHeadAttention(nn.Module):
                             backend)
         q = self.split_heads(self.q_proj(x))  # (B, H, Tq, D)
         if context is None:  # self-attention: keys and values from x itself
-            k = self.split_heads(self.k_proj(x))  # (B, G, Tq, D)
-            v = self.split_heads(self.v_proj(x))
+            # (B, G, Tq, D) each: G key/value heads
+            k, v = self.split_heads(self.k_proj(x)), self.split_heads(self.v_proj(x))
             if rope is not None:
                 q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
             if cache is not None:
-                k, v = cache.update(layer_idx, k, v)  # (B, G, T_total, D): everything held
+                # (B, G, T_total, D): everything held (with a window: what the queries can see)
+                k, v = cache.update(layer_idx, k, v, window=self.sliding_window)
         elif cache is not None and cache.has_cross(layer_idx):
             k, v = cache.get_cross(layer_idx)  # the source's keys/values, from the first step
         else:  # cross-attention: keys and values from the other sequence
@@ -127,7 +134,7 @@ class MultiHeadAttention(nn.Module):
             if cache is not None:
                 cache.set_cross(layer_idx, k, v, source=context)
         if is_causal:
-            attn_mask, is_causal = causal(attn_mask, x.shape[1], k.shape[2], x.device)
+            attn_mask, is_causal = causal(attn_mask, x.shape[1], k, self.sliding_window)
         p = self.dropout if self.training and dropping(self) else 0.0  # weights' dropout
         out, weights = attend(q, k, v, attn_mask, p, is_causal, need_weights=need_weights,
                               backend=backend, enable_gqa=self.n_kv_heads != self.n_heads)
@@ -149,21 +156,33 @@ class MultiHeadAttention(nn.Module):
         for name, flag in (("is_causal", is_causal), ("need_weights", need_weights)):
             check_flag(name, flag)
         check_backend(backend, need_weights)
+        if self.sliding_window is not None and (context is not None or not is_causal):
+            raise ValueError(f"this MultiHeadAttention has sliding_window={self.sliding_window}, "
+                             f"a window over its own earlier keys: call it with is_causal=True "
+                             f"and no context (or build it with sliding_window=None)")
         if attn_mask is not None:  # its kind and shape
             if context is None:  # the queries see what the cache holds and themselves
-                tk = (cache.layer_len(as_int(layer_idx) or 0) if cache is not None else 0) + Tq
+                held = cache.layer_len(as_int(layer_idx) or 0) if cache is not None else 0
+                if self.sliding_window is not None:  # a rolling cache hands over the last W - 1
+                    held = min(held, self.sliding_window - 1)
+                tk = held + Tq
             else:
                 tk = context.shape[1]
             check_mask(attn_mask, (B, self.n_heads, Tq, tk))
 
 
-def causal(attn_mask: Optional[Tensor], tq: int, tk: int,
-           device: torch.device) -> tuple[Optional[Tensor], bool]:
-    """(mask, is_causal) for Tq queries that are the last of Tk positions (lower-right): torch's
-    own is_causal where it means that (Tq == Tk, no other mask), else one explicit mask."""
-    if attn_mask is None and tq in (1, tk):  # the square, or one new token that sees every key
-        return None, tq == tk
-    allowed = causal_mask(tq, tk, device=device)
+def causal(attn_mask: Optional[Tensor], tq: int, keys: Tensor,
+           window: Optional[int] = None) -> tuple[Optional[Tensor], bool]:
+    """(mask, is_causal) for Tq queries that are the last of the Tk positions of ``keys``
+    (..., Tk, D) (lower-right): torch's own is_causal where it means that (Tq == Tk, no other
+    mask), else one explicit mask. With a sliding ``window`` shorter than the Tk keys, the
+    explicit mask also hides the keys behind it."""
+    if window is not None and keys.shape[-2] > window:  # some query has keys behind its window
+        allowed = sliding_window_mask(tq, keys.shape[-2], window, device=keys.device)
+    elif attn_mask is None and tq in (1, keys.shape[-2]):  # the square, or one new token that
+        return None, tq == keys.shape[-2]                    # sees every key: nothing to mask
+    else:
+        allowed = causal_mask(tq, keys.shape[-2], device=keys.device)
     if attn_mask is None:
         return allowed, False
     if attn_mask.dtype == torch.bool:

@@ -166,7 +166,7 @@ class MultiHeadLatentAttention(nn.Module):
         k, v = self.expand(c_kv, k_rope)  # (B, H, Tk, dn + dr), (B, H, Tk, dv)
         q = torch.cat([q_nope, q_rope], dim=-1)  # (B, H, Tq, dn + dr)
         if is_causal:
-            attn_mask, is_causal = causal(attn_mask, x.shape[1], k.shape[2], x.device)
+            attn_mask, is_causal = causal(attn_mask, x.shape[1], k)
         p = self.dropout if self.training and dropping(self) else 0.0  # weights' dropout
         out, weights = attend(q, k, v, attn_mask, p, is_causal, self.scale,
                               need_weights=need_weights, backend=backend)  # (B, H, Tq, dv)
@@ -195,7 +195,7 @@ class MultiHeadLatentAttention(nn.Module):
         q = torch.cat([q_lat, q_rope], dim=-1)  # (B, H, Tq, r + dr)
         k = torch.cat([c_kv, k_rope], dim=-1)  # (B, 1, Tk, r + dr): one key for every head
         if is_causal:
-            attn_mask, is_causal = causal(attn_mask, x.shape[1], k.shape[2], x.device)
+            attn_mask, is_causal = causal(attn_mask, x.shape[1], k)
         p = self.dropout if self.training and dropping(self) else 0.0
         o_lat, weights = attend(q, k, c_kv, attn_mask, p, is_causal, self.scale,
                                 need_weights=need_weights, backend=backend,

@@ -109,5 +109,6 @@ class GPT(nn.Module):
     @classmethod
     def from_hf(cls, hf_model: Any) -> "GPT":
         """A GPT with the same logits as a transformers GPT2LMHeadModel, LlamaForCausalLM or
-        DeepseekV3ForCausalLM with dense layers only (the conversion: :mod:`attnlib.pretrained`)."""
+        MistralForCausalLM (sliding window) or DeepseekV3ForCausalLM with dense layers only (the
+        conversion: :mod:`attnlib.pretrained`)."""
         return HF_LOADERS["GPT"](hf_model, cls)

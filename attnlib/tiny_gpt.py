@@ -41,7 +41,7 @@ TINY_GPT_RECIPE: dict[str, Any] = {
     # seed_everything(seed) before GPT(cfg)
     "seed": 0,
     # attnlib.train
-    "steps": 300, "batch_size": 32, "block_size": 32, "lr": 6e-3, "data_seed": 0,
+    "steps": 1000, "batch_size": 32, "block_size": 64, "lr": 6e-3, "data_seed": 0,
 }
 TINY_GPT_FILE = "tiny_gpt_genesis.safetensors"
 _FORMAT = "attnlib.tiny_gpt/1"
@@ -54,7 +54,7 @@ def train_tiny_gpt(steps: Optional[int] = None, *,
     attnlib.train.
 
     Args:
-        steps: training steps (default: the recipe's 300).
+        steps: training steps (default: the recipe's, 1000).
         threads: torch CPU threads while training (the chapter trains on 1).
 
     Returns:
@@ -131,6 +131,7 @@ def save_tiny_gpt(model: GPT, tokenizer: CharTokenizer, path: PathLike, *,
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file(state, str(path), metadata=meta)
+    _sort_metadata(path)  # the same model and tokenizer: the same bytes
     return path
 
 
@@ -195,6 +196,21 @@ def load_tiny_gpt(path: Optional[PathLike] = None) -> tuple[GPT, CharTokenizer]:
         state["lm_head.weight"] = state["embed.tok_emb.weight"]
     load_exact(model, state, str(path))
     return model.eval(), tok
+
+
+def _sort_metadata(path: Path) -> None:
+    """Rewrite the file's header with its metadata in sorted order (safetensors writes its
+    metadata, a hash map, in an order that changes from run to run): one model, one file, byte
+    for byte."""
+    raw = path.read_bytes()
+    n = int.from_bytes(raw[:8], "little")  # the header's length, then the JSON header
+    header = json.loads(raw[8:8 + n])
+    header["__metadata__"] = dict(sorted(header["__metadata__"].items()))
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    if len(text) > n:  # the same keys and values: never longer
+        raise RuntimeError(f"{path}: the sorted header is longer than "
+                           f"safetensors' ({len(text)} > {n})")
+    path.write_bytes(raw[:8] + text + b" " * (n - len(text)) + raw[8 + n:])
 
 
 def main() -> None:

@@ -18,6 +18,7 @@ DEFAULT_JSON = ROOT / "benchmarks" / "results" / "full_cpu.json"
 DEFAULT_PAGE = ROOT / "book" / "benchmarks.md"
 GPU_JSON = ROOT / "benchmarks" / "results" / "quick_cuda.json"  # written by benchmarks/gpu_run.sh
 NOTEBOOK_TIMES = ROOT / "benchmarks" / "results" / "notebook_times.json"  # scripts/execute_notebooks.py
+BROWSER_JSON = ROOT / "benchmarks" / "results" / "smollm2_browser.json"  # benchmarks/smollm2_browser.py
 BLOCK = re.compile(r"(<!-- BEGIN generated:(\w+) -->\n?)(.*?)(\n?<!-- END generated:\2 -->)", re.S)
 MIB = 2**20
 VERDICT = {True: "met", False: "**missed**", None: "n/a"}
@@ -215,10 +216,45 @@ def render_gpu_doc(gpu: dict) -> str:
     return out + _md_table(["target", "measured", "goal", ""], rows)
 
 
+def render_smollm2_browser(doc: dict) -> str:
+    """SmolLM2 in headless Chromium beside attnlib in Python (its own JSON), and its targets."""
+    if not BROWSER_JSON.exists():
+        return "*Not measured yet*: `python -m benchmarks.smollm2_browser` writes it.\n"
+    return render_browser_doc(json.loads(BROWSER_JSON.read_text()))
+
+
+def render_browser_doc(run: dict) -> str:
+    b, p, env = run["browser"], run["python"], run["env"]
+    stall = b.get("cpu_stall")
+    head = (f"`python -m benchmarks.smollm2_browser` at {env['utc']}: {env['device_name']}, "
+            f"{env['cpu_count']} cores, Chromium {b['chromium']} (headless; products in "
+            f"{'WebAssembly SIMD' if b.get('accel') == 'wasm-simd' else 'JavaScript'}), torch "
+            f"{env['torch']}; the median of {run['settings']['rounds']} rounds, a fresh page each"
+            + ("" if stall is None else f"; some task waited for a CPU {stall:.0%} of the time")
+            + ".\n\n")
+    mb = lambda n: None if n is None else f"{n / 1e6:,.0f} MB"  # noqa: E731
+    rows = [
+        ["load: fetch + parse (page), read + dequantize (Python), s", b["load_s"], b.get("load_cpu_s"),
+         p["load_s"], p.get("load_cpu_s")],
+        ["answer to a typed 6-token prompt, s", b["answer_s"], b.get("answer_cpu_s"), p["answer_s"],
+         p.get("answer_cpu_s")],
+        ["32-token prefill, s", b["prefill32_s"], b.get("prefill32_cpu_s"), p["prefill32_s"],
+         p.get("prefill32_cpu_s")],
+        ["decode after it, tokens/s", b["decode_tok_s"], b.get("decode_cpu_tok_s"), p["decode_tok_s"],
+         p.get("decode_cpu_tok_s")],
+        ["weights held", f"{mb(b['file_bytes'])} (the file)", "", mb(p.get("weight_bytes")), ""],
+        ["the tab's own memory (USS): in all, added by the model", mb(b["tab_bytes"]), mb(b["tab_added_bytes"]),
+         "-", ""],
+    ]
+    table = _md_table(["", "browser", "browser, CPU time", "attnlib (PyTorch)", "attnlib, CPU time"], rows)
+    targets = [[t["name"], t["value"], f"{t['op']} {t['limit']:g}", VERDICT[t["met"]]] for t in run["targets"]]
+    return head + table + "\n" + _md_table(["target", "measured", "goal", ""], targets)
+
+
 RENDER = {"env": render_env, "targets": render_targets, "attention": render_attention, "models": render_models,
           "generation": render_generation, "memory_bound": render_memory_bound, "layout": render_layout,
           "tiny_vs_nano_rounds": render_tiny_vs_nano_rounds, "compiled": render_compiled,
-          "smollm2": render_smollm2, "chapters": render_chapters, "gpu": render_gpu,
+          "smollm2": render_smollm2, "smollm2_browser": render_smollm2_browser, "chapters": render_chapters, "gpu": render_gpu,
           **{name: _inline(name) for name in INLINE}}
 
 

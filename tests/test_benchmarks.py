@@ -290,3 +290,41 @@ def test_cli_smoke_on_cuda(tmp_path: Path) -> None:
         assert any(k in kernels for k in ("flash", "efficient", "cudnn")) and "math" not in kernels, kernels
     step = doc["benchmarks"]["models"]["train_step"]
     assert step["eager"]["tflops"] > 0 and step["compiled"]["tflops"] > 0
+
+
+def test_stored_browser_run_is_consistent_and_on_the_page() -> None:
+    """The SmolLM2-in-the-browser run (benchmarks/smollm2_browser.py) the page shows: medians of its
+    rounds, targets with their verdicts, the page's tokens equal to attnlib's, the file's size."""
+    from benchmarks.report import BROWSER_JSON, render_browser_doc
+    from benchmarks.smollm2_browser import SCHEMA as BROWSER_SCHEMA
+
+    run = json.loads(BROWSER_JSON.read_text())
+    assert run["schema"] == BROWSER_SCHEMA
+    check_targets(run["targets"])
+    b, p = run["browser"], run["python"]
+    assert len(b["rounds"]) == run["settings"]["rounds"] >= 1
+    for key in ("load_s", "prefill32_s", "decode_tok_s"):
+        assert b[key] == pytest.approx(statistics.median(r[key] for r in b["rounds"]))
+    assert b["answer_s"] == pytest.approx(statistics.median(a for r in b["rounds"] for a in r["answers"]))
+    assert b["same_tokens_as_attnlib"] is True
+    assert b["file_bytes"] < p["weight_bytes"] / 5, "the page holds the 4-bit file, not float32 weights"
+    names = [t["name"] for t in run["targets"]]
+    assert {"browser: load (fetch + parse), s", "browser: decode, tokens/s"} <= set(names)
+    assert render_browser_doc(run) in PAGE.read_text(), "run `python -m benchmarks.report`"
+
+
+def test_browser_report_renders_a_run() -> None:
+    from benchmarks.report import render_browser_doc
+
+    rnd = {"load_s": 2.0, "fetch_s": 1.0, "parse_s": 1.0, "answers": [0.5], "prefill32_s": 1.5,
+           "decode_tok_s": 9.0}
+    run = {"env": {"utc": "2026-12-03T00:00:00Z", "device_name": "CPU", "cpu_count": 2, "torch": "2"},
+           "settings": {"rounds": 1},
+           "browser": {**rnd, "chromium": "1", "answer_s": 0.5, "file_bytes": 98e6, "tab_bytes": 3e8,
+                       "tab_added_bytes": 2e8, "cpu_stall": 0.05},
+           "python": {"load_s": 3.0, "answer_s": 0.2, "prefill32_s": 0.4, "decode_tok_s": 20.0,
+                      "weight_bytes": 5.4e8},
+           "targets": [{"name": "browser: decode, tokens/s", "value": 9.0, "op": ">=", "limit": 5.0, "met": True}]}
+    out = render_browser_doc(run)
+    assert "| decode after it, tokens/s | 9 | - | 20 | - |" in out and "5%" in out and "| met |" in out
+    assert "98 MB (the file)" in out and "540 MB" in out

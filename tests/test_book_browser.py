@@ -321,6 +321,8 @@ def test_page_explorers_move(driver, page):
         label = f"{docname}__explorer{k}"
         if not ex.is_displayed():  # e.g. in a Stack page that is not selected; tested when shown
             continue
+        if "attnlib-llm" in (ex.get_attribute("class") or "").split():
+            continue  # the SmolLM2 lab draws once its button has fetched 98 MB: its own test below
         driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", ex)
         shot(ex, f"{label}_before")
         assert ex.find_elements(By.CSS_SELECTOR, "svg.attnlib-plot"), f"{label}: no svg.attnlib-plot"
@@ -768,6 +770,51 @@ def test_page_weight(laptop, server, docname):
         pytest.xfail(f"{total / 1e6:.2f} MB: {AWAITING_WEIGHT[docname]}")
     assert total <= MAX_PAGE_BYTES, (f"{docname}: {total / 1e6:.2f} MB; largest: "
                                      f"{sorted(files, key=lambda f: -f[1])[:5]}")
+
+
+# ----------------------------------------------------------------------------------- SmolLM2 lab
+LAB_PAGE = "book/smollm2_lab"
+
+
+@pytest.mark.skipif(LAB_PAGE not in PAGES, reason="the SmolLM2 lab is not in this table of contents")
+@pytest.mark.parametrize("size", [LAPTOP, PHONE], ids=["1280", "390"])
+def test_smollm2_lab_loads_from_the_books_files(size, phone, laptop, server):
+    """The built book's SmolLM2 lab (issue 46): nothing is fetched before its button, which names
+    the model and its size; the button fetches the GGUF file the build copied next to the pages
+    (the same host, models/), then the page answers with the model's own probabilities, with no
+    other request. Screenshots in the light and the dark theme."""
+    from selenium.webdriver.common.by import By
+
+    drv = phone if size == PHONE else laptop
+    open_page(drv, server, LAB_PAGE)
+    root = drv.find_element(By.CSS_SELECTOR, "div.attnlib-llm")
+    button = root.find_element(By.CSS_SELECTOR, "button.attnlib-llm-load")
+    assert button.text == "Load SmolLM2-135M (98 MB)"
+    drv.execute_script("arguments[0].scrollIntoView({block: 'start'})", root)
+    shot36(drv, f"light_smollm2_lab_before_{size[0]}")
+    before = requested_urls(drv)
+    assert not any(u.endswith(".gguf") for u in before), "the model file was fetched before the click"
+    assert (build_book.HTML / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf").is_file()
+    button.click()
+    assert wait_for(lambda: "loaded=1" in (st := root.get_attribute("data-state")) and "busy=0" in st
+                    or "failed" in st, timeout=240), root.get_attribute("data-state")
+    assert "loaded=1" in root.get_attribute("data-state"), root.text[:500]
+    urls = before + requested_urls(drv)
+    assert f"http://{server}/models/SmolLM2-135M-Instruct.Q4_1.gguf" in urls, urls
+    assert off_host(urls, server) == []
+    bar = root.find_element(By.CSS_SELECTOR, ".attnlib-llm-probs .attnlib-bar")
+    assert bar.text.split() == ["Paris", "0.77"], bar.text
+    assert drv.execute_script("return document.documentElement.scrollWidth") <= size[0], "sideways scroll"
+    for theme in ("light", "dark"):
+        drv.execute_script("document.documentElement.dataset.theme = arguments[0]", theme)
+        for k, part in enumerate(("div.attnlib-llm", ".attnlib-llm-att", ".attnlib-llm-switches",
+                                  ".attnlib-llm-lens", ".attnlib-llm-chat")):
+            el = drv.find_element(By.CSS_SELECTOR, part)
+            drv.execute_script("arguments[0].scrollIntoView({block: 'start'})", el)
+            time.sleep(0.3)
+            shot36(drv, f"{theme}_smollm2_lab_{k}_{size[0]}")
+    errors = [e for e in drv.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == [], errors
 
 
 # ----------------------------------------------------------------------------------- search

@@ -50,12 +50,39 @@ def test_checkpoint_is_chapter_9s_model(tiny):
     text = attnlib.load_corpus(r["books"], max_chars=r["max_chars"])
     assert tok.itos == attnlib.CharTokenizer.from_text(text).itos
     assert model.lm_head.weight is model.embed.tok_emb.weight          # tied again after loading
-    # trained, not fresh: the loss on the corpus is far below ln V
+    # trained, not fresh: the loss on the corpus is far below ln V (windows of the trained length)
     data = torch.tensor(tok.encode(text[:4000]))
-    batch = torch.stack([data[s:s + 33] for s in range(0, 3200, 100)])
+    batch = torch.stack([data[s:s + r["block_size"] + 1] for s in range(0, 3200, 100)])
     with torch.no_grad():
         loss = model(batch[:, :-1], targets=batch[:, 1:]).loss.item()
     assert loss < np.log(tok.vocab_size) - 1.5
+
+
+def test_checkpoint_writes_genesis_like_text(tiny):
+    """Issue 48's bar for the shipped model: <= 1.8 nats per character on held-out Genesis over
+    positions 1-64 (measured 1.59; 1.61 at 1-32, 1.58 at 33-64) and >= 70% real words at
+    temperature 0.8 (measured 85.5%: 420 of 491 words in 8 seeded samples of 300 characters)."""
+    from attnlib.realwords import real_word_share, sample_texts, words_of
+
+    model, tok = tiny
+    book = attnlib.load_corpus(("Genesis",))
+    held = torch.tensor(tok.encode("".join(c for c in book[100_000:] if c in tok.stoi)))
+    by_pos = attnlib.loss_by_position(model, held, 64)  # (64,): never trained on
+    assert by_pos.mean() <= 1.8 and by_pos[32:].mean() <= 1.8, by_pos
+    real, total = real_word_share(sample_texts(model, tok, "And ", 300, temperature=0.8, seed=0),
+                                  words_of(book[:100_000]))
+    assert total > 300 and real / total >= 0.70, (real, total)
+
+
+def test_saving_twice_writes_the_same_bytes(tiny, tmp_path):
+    """safetensors writes its metadata in a changing order; save_tiny_gpt sorts it, so the recipe
+    rebuilds the committed file byte for byte on the CPU that trained it."""
+    model, tok = tiny
+    files = [save_tiny_gpt(model, tok, tmp_path / f"{i}.safetensors", extra={"b": "1", "a": "2"})
+             for i in range(4)]
+    assert len({f.read_bytes() for f in files}) == 1
+    back, _ = load_tiny_gpt(files[0])
+    assert all(torch.equal(x, y) for x, y in zip(back.state_dict().values(), model.state_dict().values()))
 
 
 def test_save_load_round_trip(tmp_path):
@@ -85,18 +112,20 @@ def test_recipe_is_deterministic():
 def test_recipe_rebuilds_the_committed_checkpoint(tiny):
     """Retraining with the recipe gives a model like the committed one: the same config and
     vocabulary, and the same loss on fixed windows within 0.15 (CPUs with other vector units round
-    the last bits differently and training amplifies that: measured gaps 0.00 to 0.03 under
-    ATEN_CPU_CAPABILITY=default, =avx2 and AVX-512; the weights themselves differ by up to ~0.1)."""
+    the last bits differently and 1,000 steps amplify that: measured gaps 0.027 under
+    ATEN_CPU_CAPABILITY=default and 0.000 under =avx2, the kernels that trained the committed
+    file; the weights themselves then differ by up to 1.4, yet both runs pass the shipped model's
+    bar: 1.57 and 1.59 nats per character held out, 89.0% and 85.5% real words)."""
     model, tok, history = train_tiny_gpt()
     ref, ref_tok = tiny
     assert model.cfg == ref.cfg and tok.itos == ref_tok.itos
     data = torch.tensor(tok.encode(attnlib.load_corpus(("Genesis",), max_chars=100_000)))
-    batch = torch.stack([data[s:s + 33] for s in range(0, 16 * 500, 500)])  # 16 fixed windows
+    batch = torch.stack([data[s:s + 65] for s in range(0, 16 * 500, 500)])  # 16 fixed windows
     with torch.no_grad():
         ours = model(batch[:, :-1], targets=batch[:, 1:]).loss.item()
         theirs = ref(batch[:, :-1], targets=batch[:, 1:]).loss.item()
     assert abs(ours - theirs) < 0.15, (ours, theirs)
-    assert theirs < 2.3  # the committed run is a trained model (ln V = 4.09 untrained)
+    assert theirs < 1.5  # the committed run is a trained model (ln V = 4.09 untrained)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])

@@ -13,7 +13,7 @@ from ..encoder_decoder import Encoder
 from ..models import GPT, HF_LOADERS
 from ._common import load_exact, read_safetensors
 from .hf import _bert_state, _gpt2_state, bert_config, encoder_parts, gpt2_config, gpt_parts
-from .llama import llama_config, llama_state
+from .llama import llama_config, llama_state, mistral_config
 from .minilm import (MINILM_PACKAGE, MINILM_PIP, WordPieceTokenizer, load_minilm, mean_pool,
                      minilm_dir, sentence_embeddings)
 from .gguf import (dequantize, dequantize_q4_1, dequantize_q8_0, open_gguf, read_llama_gguf,

@@ -16,7 +16,7 @@ from torch import Tensor
 from ..config import TransformerConfig
 from ._common import Settings, Used
 from .deepseek import deepseek_config, deepseek_state
-from .llama import llama_config, llama_state
+from .llama import llama_config, llama_state, mistral_config
 from .names import NAMES
 
 # Hugging Face activation names -> TransformerConfig.activation
@@ -152,12 +152,13 @@ def encoder_parts(model: Any) -> tuple[TransformerConfig, dict[str, Tensor], str
 
 def gpt_parts(model: Any) -> tuple[TransformerConfig, dict[str, Tensor], str]:
     """The config and attnlib state dict of a ``transformers`` ``GPT2LMHeadModel``,
-    ``LlamaForCausalLM`` or ``DeepseekV3ForCausalLM`` (``GPT.from_hf``).
+    ``LlamaForCausalLM``, ``MistralForCausalLM`` or ``DeepseekV3ForCausalLM`` (``GPT.from_hf``).
 
     GPT-2's ``Conv1D`` weights are transposed and ``c_attn`` is split into q/k/v: pre-norm, tanh
     GELU, learned positions, tied head. Llama (:mod:`attnlib.pretrained.llama`): pre-RMSNorm,
-    RoPE, SwiGLU, grouped-query attention, tied or untied head. DeepSeek-V3 with dense layers
-    only (:mod:`attnlib.pretrained.deepseek`): a Llama layout with multi-head latent attention.
+    RoPE, SwiGLU, grouped-query attention, tied or untied head; Mistral: Llama plus a window.
+    DeepSeek-V3 with dense layers only (:mod:`attnlib.pretrained.deepseek`): a Llama layout with
+    multi-head latent attention.
 
     Returns:
         (config, state dict, the model's class name). Raises ``TypeError`` for another model
@@ -165,8 +166,8 @@ def gpt_parts(model: Any) -> tuple[TransformerConfig, dict[str, Tensor], str]:
     """
     model_type = getattr(getattr(model, "config", None), "model_type", None)
     if model_type not in DECODERS or not hasattr(model, "lm_head"):
-        raise TypeError(f"GPT.from_hf expects a transformers GPT2LMHeadModel, LlamaForCausalLM "
-                        f"or DeepseekV3ForCausalLM, got {type(model).__name__}")
+        raise TypeError(f"GPT.from_hf expects a transformers GPT2LMHeadModel, LlamaForCausalLM, "
+                        f"MistralForCausalLM or DeepseekV3ForCausalLM, got {type(model).__name__}")
     config, state = DECODERS[model_type]
     hf = model.config.to_dict()
     cfg = config(hf)
@@ -179,5 +180,6 @@ def gpt_parts(model: Any) -> tuple[TransformerConfig, dict[str, Tensor], str]:
 DECODERS = {
     "gpt2": (gpt2_config, lambda sd, cfg: _gpt2_state(sd, cfg.n_layers, cfg.d_model)),
     "llama": (llama_config, llama_state),
+    "mistral": (mistral_config, llama_state),   # Llama plus a sliding window
     "deepseek_v3": (deepseek_config, deepseek_state),  # dense layers only
 }

@@ -4,6 +4,7 @@ safetensors) reuse them without building a ``transformers`` model.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from torch import Tensor
@@ -37,7 +38,7 @@ def _rope_theta(hf: dict[str, Any]) -> float:
     return float(theta)
 
 
-def llama_config(hf_config: dict[str, Any]) -> TransformerConfig:
+def llama_config(hf_config: dict[str, Any], name: str = "Llama") -> TransformerConfig:
     """TransformerConfig of a Llama-family decoder (``LlamaConfig.to_dict()``).
 
     Pre-norm with RMSNorm (eps ``rms_norm_eps``), RoPE with base ``rope_theta``, SwiGLU FFN of
@@ -49,6 +50,7 @@ def llama_config(hf_config: dict[str, Any]) -> TransformerConfig:
             num_key_value_heads, num_hidden_layers, intermediate_size, max_position_embeddings,
             rms_norm_eps, rope_theta (or rope_parameters), vocab_size, tie_word_embeddings,
             hidden_act, attention_bias, mlp_bias, head_dim, rope_scaling.
+        name: the family, as error messages call it ("Llama", "Mistral").
 
     Returns:
         TransformerConfig. attnlib has one ``bias`` switch: it is on when attention_bias or
@@ -57,9 +59,9 @@ def llama_config(hf_config: dict[str, Any]) -> TransformerConfig:
         Raises ValueError for options attnlib cannot reproduce (RoPE scaling, an activation other
         than silu, head_dim != hidden_size / num_attention_heads).
     """
-    hf = Settings(hf_config, "Llama config")
+    hf = Settings(hf_config, f"{name} config")
     if hf.get("hidden_act", "silu") != "silu":
-        raise ValueError(f"Llama with hidden_act={hf['hidden_act']!r} is not supported; attnlib's "
+        raise ValueError(f"{name} with hidden_act={hf['hidden_act']!r} is not supported; attnlib's "
                          f"SwiGLU uses silu")
     any_bias = bool(hf.get("attention_bias", False)) or bool(hf.get("mlp_bias", False))
     if hf.get("pretraining_tp", 1) != 1:
@@ -78,6 +80,21 @@ def llama_config(hf_config: dict[str, Any]) -> TransformerConfig:
         n_kv_heads=hf.get("num_key_value_heads") or heads, norm="rmsnorm",
         rope_base=_rope_theta(hf),
     )
+
+
+def mistral_config(hf_config: dict[str, Any]) -> TransformerConfig:
+    """TransformerConfig of a Mistral decoder (``MistralConfig.to_dict()``): Llama's, plus its
+    ``sliding_window`` (query i sees keys i-W+1 .. i, transformers' convention; None: every key).
+    The parameters are Llama's (:func:`llama_state`). Raises ValueError for what attnlib cannot
+    reproduce: Llama's refusals, and ``layer_types`` that mix windowed and full layers."""
+    hf = Settings(hf_config, "Mistral config")
+    window = hf.get("sliding_window")
+    kinds = set(hf.get("layer_types") or ())  # newer checkpoints may name each layer's kind
+    if kinds - {"sliding_attention" if window is not None else "full_attention"}:
+        raise ValueError(f"layer_types={hf['layer_types']!r} with sliding_window={window!r}: "
+                         f"attnlib gives every layer the same window; use a config whose layers "
+                         f"all match it")
+    return dataclasses.replace(llama_config(hf, "Mistral"), sliding_window=window)  # validated
 
 
 def llama_state(sd: dict[str, Tensor], cfg: TransformerConfig) -> dict[str, Tensor]:

@@ -56,7 +56,11 @@ def matrix_svg(values: np.ndarray, rows: Sequence[object], cols: Sequence[object
     cell = max(8, min(26, 360 // max(R, C)))
     left = 8 + 7 * max(len(str(r)) for r in rows)
     left = min(max(left, 24), 120)
-    top, bottom = 6, 30 if footer is None else 46
+    # column labels wider than a cell (about 6.5 px a character at 11 px) stand upright
+    longest = max(len(str(c)) for c in cols)
+    upright = 6.5 * longest > cell - 2
+    under = 8 + 6.5 * longest if upright else 18  # room the column labels take
+    top, bottom = 6, (6 + under) if footer is None else (22 + under)
     W, H = left + C * cell + 8, top + R * cell + bottom
     span = (vmax - vmin) or 1.0
     fills = np.full((R, C), BLOCKED, dtype=object)
@@ -71,8 +75,13 @@ def matrix_svg(values: np.ndarray, rows: Sequence[object], cols: Sequence[object
                     + "</g>" for i in range(R))
     rows_text = "".join(f'<text x="{left - 4}" y="{top + i * cell + cell / 2 + 4:g}">'
                         f'{_label(r)}</text>' for i, r in enumerate(rows))
-    cols_text = "".join(f'<text x="{left + j * cell + cell / 2:g}" y="{top + R * cell + 13}">'
-                        f'{_label(c)}</text>' for j, c in enumerate(cols))
+    if upright:  # rotated a quarter turn, read bottom to top, ending at the matrix
+        cols_text = "".join(
+            f'<text text-anchor="end" transform="translate({left + j * cell + cell / 2 + 4:g} '
+            f'{top + R * cell + 4}) rotate(-90)">{_label(c)}</text>' for j, c in enumerate(cols))
+    else:
+        cols_text = "".join(f'<text x="{left + j * cell + cell / 2:g}" y="{top + R * cell + 13}">'
+                            f'{_label(c)}</text>' for j, c in enumerate(cols))
     foot = "" if footer is None else (f'<text x="{left + C * cell / 2:g}" y="{H - 6}" '
                                       f'font-size="10">{html.escape(footer)}</text>')
     labels = (f'<g text-anchor="end">{rows_text}</g><g text-anchor="middle">{cols_text}{foot}</g>')

@@ -295,7 +295,7 @@
         : "Decode step " + S.steps + ": only the new token " + quoted(P.vocab[S.ids[T - 1]]) + " went through the model; every layer appended one key row and one value row (outlined, row " +
           a + ") and its query attended over all " + T + " rows. The cache now holds " + T + " tokens: 2 \u00d7 " + c.L + " layers \u00d7 " + T + " \u00d7 " + c.C + " numbers.");
       var Kc = S.cache.K[S.layer], Vc = S.cache.V[S.layer], m = 1e-9, i, j;
-      var off = S.head * c.T * D; /* the cache is head by head: (H, T, D) */
+      var off = S.head * S.cache.cap * D; /* the cache is head by head: (H, capacity, D) */
       for (i = 0; i < T; i++) for (j = 0; j < D; j++) m = Math.max(m, Math.abs(Kc[off + i * D + j]), Math.abs(Vc[off + i * D + j]));
       var wrap = div("attnlib-live-kvwrap", kv);
       [["keys K", Kc], ["values V", Vc]].forEach(function (kvp) {

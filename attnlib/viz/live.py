@@ -36,7 +36,8 @@ from .live_export import STEPS  # noqa: F401 (importable from here, as before)
 __all__ = ["LiveModel", "live_model"]
 
 # in the order they run: each file finds what it uses defined by the ones before it
-_LIVE_FILES = ("engine.js", "kit.js", "heatmap_keys.js", "sampling.js", "live_model.js",
+_LIVE_FILES = ("engine.js", "kit.js", "heatmap_keys.js", "sampling.js", "weights.js",
+               "live_model.js",
                "live_lab.js", "live.js")
 _LIVE_SCRIPTS = "\n".join(_asset(name) for name in _LIVE_FILES)
 

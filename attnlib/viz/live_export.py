@@ -64,6 +64,10 @@ def _check_supported(gpt: Any, tokenizer: Any) -> None:
         unsupported.append(f"norm={cfg.norm!r}")
     if getattr(cfg, "n_kv_heads", None) not in (None, cfg.n_heads):
         unsupported.append(f"n_kv_heads={cfg.n_kv_heads}")
+    if cfg.sliding_window is not None:  # the page attends to every key
+        unsupported.append(f"sliding_window={cfg.sliding_window}")
+    if cfg.attention != "mha":
+        unsupported.append(f"attention={cfg.attention!r}")
     if unsupported:
         raise ValueError("live_model's JavaScript forward pass supports learned/sinusoidal/no "
                          "positions, relu/gelu/gelu_tanh, LayerNorm, pre- or post-norm and "

@@ -1,0 +1,117 @@
+"""viz.llm_lab without a browser: what the page carries (scripts and a small payload, never the
+weights), its bad input, the still picture for hosts without scripts, and that the SmolLM2 lab
+page (book/smollm2_lab.ipynb) stores the output its code makes now. The browser side is
+tests/test_viz_llm_browser.py."""
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import attnlib
+from attnlib import viz
+from attnlib.viz.llm import SMOLLM2_SRC
+
+ROOT = Path(__file__).resolve().parent.parent
+VIZ = ROOT / "attnlib" / "viz"
+sys.path.insert(0, str(ROOT / "scripts"))
+import book_checks  # noqa: E402
+
+
+def test_the_page_carries_scripts_and_a_small_payload_not_the_model():
+    lab = viz.llm_lab(file_bytes=98_362_432, experiments=[{"sentence": "s", "text": "t", "off": [(17, 3)],
+                                                           "show": (18, 6), "lens": -1}])
+    p = lab.payload
+    assert p["src"] == SMOLLM2_SRC == "../models/SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert p["fileName"] == "SmolLM2-135M-Instruct.Q4_1.gguf" and p["fileBytes"] == 98_362_432
+    assert p["experiments"] == [{"sentence": "s", "text": "t", "off": [[17, 3]], "show": [18, 6], "lens": -1}]
+    html = lab.to_html()
+    assert 'class="attnlib-explorer attnlib-kit attnlib-llm"' in html
+    for name in ("engine.js", "kit.js", "weights.js", "live_model.js", "gguf.js", "bpe.js", "llm_panels.js", "llm.js"):
+        assert (VIZ / name).read_text(encoding="utf-8") in html, name
+    assert lab.nbytes < 300_000, f"{lab.nbytes} bytes: the page must stay light until the click"
+    assert "http" not in json.dumps(p) and "//" not in p["src"], "the file comes from the book, no host"
+    assert json.loads(json.dumps(p)) == p
+
+
+def test_its_scripts_are_shared_libraries_of_readable_size():
+    for name in ("weights.js", "gguf.js", "bpe.js", "llm_panels.js"):
+        body = (VIZ / name).read_text(encoding="utf-8")
+        assert name in book_checks.LIBRARY_JS and "document.currentScript" not in body
+        assert re.search(r"^window\.attnlib\w+ = window\.attnlib\w+ \|\|", body, re.M), name
+    for name in ("weights.js", "live_model.js", "gguf.js", "bpe.js", "llm.js", "llm_panels.js"):
+        assert len((VIZ / name).read_text(encoding="utf-8").splitlines()) <= 600, name
+
+
+@pytest.mark.parametrize("call, exc, match", [
+    (lambda: viz.llm_lab(src="", file_bytes=1), TypeError, "src must be a non-empty str"),
+    (lambda: viz.llm_lab(prompt=3, file_bytes=1), TypeError, "prompt must be a non-empty str"),
+    (lambda: viz.llm_lab(title=5, file_bytes=1), TypeError, "title must be a str"),
+    (lambda: viz.llm_lab(lab_tokens=0, file_bytes=1), ValueError, "lab_tokens must be an int from 1"),
+    (lambda: viz.llm_lab(chat_tokens=10_000, file_bytes=1), ValueError, "chat_tokens"),
+    (lambda: viz.llm_lab(temperature="hot", file_bytes=1), TypeError, "temperature and top_p must be numbers"),
+    (lambda: viz.llm_lab(top_p=0.0, file_bytes=1), ValueError, "0 < top_p <= 1"),
+    (lambda: viz.llm_lab(temperature=math.inf, file_bytes=1), ValueError, "temperature <= 5"),
+    (lambda: viz.llm_lab(file_bytes=-1), ValueError, "file_bytes must be a positive int"),
+    (lambda: viz.llm_lab(cmap="nope", file_bytes=1), ValueError, "unknown colormap"),
+    (lambda: viz.llm_lab(experiments=[{"text": "a"}], file_bytes=1), TypeError, "'sentence' string"),
+    (lambda: viz.llm_lab(experiments=[{"sentence": "a", "why": 1}], file_bytes=1), ValueError, "unknown keys"),
+    (lambda: viz.llm_lab(experiments=[{"sentence": "a", "off": [(30, 0)]}], file_bytes=1), ValueError,
+     "0 <= layer < 30"),
+    (lambda: viz.llm_lab(experiments=[{"sentence": "a", "show": (1,)}], file_bytes=1), ValueError, "pairs"),
+    (lambda: viz.llm_lab(experiments=[{"sentence": "a", "lens": "last"}], file_bytes=1), TypeError, "lens"),
+])
+def test_bad_input_is_refused_with_a_message(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
+
+
+def test_near_misses_are_accepted():
+    import numpy as np
+
+    lab = viz.llm_lab(file_bytes=np.int64(5), temperature=np.float32(0.5), top_k=np.int64(3),
+                      experiments=[{"sentence": "a", "off": [np.array([1, 2])], "show": [0, 8]}])
+    assert lab.payload["experiments"][0]["off"] == [[1, 2]] and lab.payload["sampling"]["topK"] == 3
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    try:
+        return attnlib.load_smollm2()
+    except (ModuleNotFoundError, FileNotFoundError) as e:
+        pytest.skip(f"SmolLM2 is not installed: {e}")
+
+
+def test_the_still_picture_shows_what_the_lab_would(smollm2):
+    model, tok = smollm2
+    lab = viz.llm_lab(model, tok)
+    assert "<svg" in lab.still and "layer 18, head 6" in lab.still and "\u201c Paris\u201d 0.77" in lab.still
+    assert "Python cells" in lab.still and lab.payload["fileBytes"] == attnlib.pretrained.smollm2_path().stat().st_size
+
+
+def test_smollm2_lab_page_output_is_current(smollm2):
+    """book/smollm2_lab.ipynb stores the lab as executed; a change to its scripts, styles or llm.py
+    needs `python scripts/execute_notebooks.py book/smollm2_lab.ipynb`. The still picture (drawn
+    from float32 attention weights, whose colour bins may differ between CPUs) is left out."""
+    nb = json.loads((ROOT / "book" / "smollm2_lab.ipynb").read_text(encoding="utf-8"))
+    cell = next(c for c in nb["cells"] if c["cell_type"] == "code" and "llm_lab" in "".join(c["source"]))
+    assert "hide-input" in cell["metadata"].get("tags", [])
+    lines = "".join(cell["source"]).splitlines()  # the Colab lines (%pip) become `pass`, indented
+    src = "\n".join(line.split("%")[0] + "pass" if line.strip().startswith("%") else line for line in lines)
+    body = ast.parse(src).body
+    scope: dict = {"attnlib": attnlib}
+    with torch.enable_grad():  # the page turns gradients off for its kernel: not for the tests after
+        exec(compile(ast.Module(body=body[:-1], type_ignores=[]), "smollm2_lab", "exec"), scope)
+        fresh = eval(compile(ast.Expression(body[-1].value), "smollm2_lab", "eval"), scope)
+    assert torch.is_grad_enabled()
+    stored = "".join(next(o for o in cell["outputs"] if "text/html" in o.get("data", {}))["data"]["text/html"])
+    still = re.compile(r'<div class="attnlib-noscript">.*?</div><script type="application/json"', re.S)
+    cut = lambda h: still.sub("", h)  # noqa: E731
+    assert cut(stored) == cut(fresh.to_html()), \
+        "book/smollm2_lab.ipynb is stale: re-execute it with scripts/execute_notebooks.py"
