@@ -1666,7 +1666,7 @@ def paged_kv_cache() -> Svg:
 DIAGRAMS.append(paged_kv_cache)
 NARROW["paged_kv_cache"] = [("crop", 18, 24, 336, 222), ("crop", 336, 24, 468, 222),
                             ("crop", 470, 24, 690, 222), ("rule",),
-                            ("crop", 20, 244, 340, 372), ("wrap", 280, 365, 420, 700),
+                            ("crop", 18, 244, 345, 372), ("wrap", 280, 365, 420, 700),
                             ("wrap", 390, 430)]
 
 
