@@ -38,6 +38,9 @@ from .windows import sliding_window_mask
 from .rope_scaling import ScaledRotaryEmbedding, scaled_rope
 from .speculative import SpeculativeStats, speculative_generate
 from .io_count import AttentionIO, flash_attention_io, naive_attention_io, tile_footprint
+from .kv_quant import Int8KVCache
+from .gptq import gptq_quantize
+from .paged import PagedKVCache, PagedSequence, paged_attention
 from . import quant, viz
 
 __version__ = "0.1.0"

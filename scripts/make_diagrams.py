@@ -1740,5 +1740,65 @@ NARROW["speculative_round"] = [("crop", 14, 10, 336, 328, 1.0),
                                ("rule",), ("crop", 350, 10, 670, 328, 1.0)]
 
 
+# ---------------------------------------------------------------- added for chapter 12 (paged cache)
+def paged_kv_cache() -> Svg:
+    """Chapter 12: block tables map each sequence's positions to blocks anywhere in one pool."""
+    bs, cell = 4, 12
+    seqs = [("A", 10, HEADS[0], [0, 3, 5]), ("B", 5, HEADS[1], [1, 6]),
+            ("C", 13, HEADS[2], [2, 4, 7, 8])]
+    s = Svg("paged_kv_cache", 700, 450,
+            "A paged KV cache: block tables map each sequence's blocks into one pool",
+            "Three sequences of 10, 5 and 13 tokens, in blocks of 4 positions. Each has a block "
+            "table that maps its logical blocks to pool blocks: sequence A to blocks 0, 3 and 5, "
+            "sequence B to 1 and 6, sequence C to 2, 4, 7 and 8. In the pool the blocks of "
+            "different sequences are interleaved, in the order they were taken as the sequences "
+            "grew; only each sequence's last block is partly empty. Below, a contiguous cache "
+            "reserves the maximum length, 16 positions, for every sequence, most of it empty.")
+    s.text(170, 40, "sequences, in blocks of 4", size=15, weight="bold")
+    s.text(400, 40, "block tables", size=15, weight="bold")
+    s.text(578, 40, "the pool (shared)", size=15, weight="bold")
+    owner = {}
+    for r, (name, n, color, table) in enumerate(seqs):
+        y = 70 + 50 * r
+        s.text(24, y + 10, f"{name}: {n} tokens", size=13, anchor="start")
+        for b in range((n + bs - 1) // bs):
+            x = 118 + b * (bs * cell + 6)
+            fills = [shade(color, 0.7) if b * bs + i < n else "#ffffff" for i in range(bs)]
+            s.cells(x, y, [fills], cell=cell, stroke=color)
+            s.text(x + bs * cell / 2, y + 26, f"block {b}", size=10, color=MUTED)
+            owner[table[b]] = (name, color, min(bs, n - b * bs))
+        s.text(342, y + 10, f"{name} → [{', '.join(map(str, table))}]", size=13,
+               anchor="start")
+    for k in range(12):
+        x, y = 478 + (k % 4) * 52, 64 + (k // 4) * 50
+        name, color, used = owner.get(k, ("free", "#939393", 0))
+        fills = [shade(color, 0.7) if i < used else "#ffffff" for i in range(bs)]
+        s.cells(x, y, [fills], cell=cell, stroke=color)
+        s.text(x + bs * cell / 2, y + 26, f"{k}: {name}", size=10,
+               color=INK if used else MUTED)
+    s.raw(f'<line x1="20" y1="232" x2="680" y2="232" stroke="{CARD_EDGE}" stroke-width="1.5"/>')
+    s.text(190, 260, "a contiguous cache: 16 positions each", size=14, weight="bold")
+    for r, (name, n, color, _) in enumerate(seqs):
+        y = 276 + 30 * r
+        s.text(30, y + 10, name, size=13, anchor="start")
+        fills = [shade(color, 0.7) if i < n else "url(#blocked)" for i in range(16)]
+        s.cells(52, y, [fills], cell=cell + 2, stroke="#939393")
+    s.text(520, 290, "paged: 9 blocks = 36 positions", size=13)
+    s.text(520, 312, "for 28 tokens (the last block", size=13, color=MUTED)
+    s.text(520, 330, "of each sequence partly empty)", size=13, color=MUTED)
+    s.text(520, 358, "contiguous: 48 positions reserved", size=13)
+    s.text(350, 400, "a sequence takes a new block only when its last one is full; a finished "
+           "one gives its blocks back", size=13)
+    s.text(350, 424, "hatched: reserved and never used", size=12, color=MUTED)
+    return s
+
+
+DIAGRAMS.append(paged_kv_cache)
+NARROW["paged_kv_cache"] = [("crop", 18, 24, 336, 222), ("crop", 336, 24, 468, 222),
+                            ("crop", 470, 24, 690, 222), ("rule",),
+                            ("crop", 18, 244, 345, 372), ("wrap", 280, 365, 420, 700),
+                            ("wrap", 390, 430)]
+
+
 if __name__ == "__main__":
     sys.exit(main())
