@@ -44,7 +44,8 @@ def generate_long(model: torch.nn.Module, input_ids: Tensor, max_new_tokens: int
                   temperature: float = 1.0, top_k: Optional[int] = None,
                   top_p: Optional[float] = None,
                   generator: Optional[torch.Generator] = None) -> Tensor:
-    """Extend each prompt by ``max_new_tokens``, reading at most the model's last ``max_len`` tokens.
+    """Extend each prompt by ``max_new_tokens``, reading at most the model's last ``max_len``
+    tokens.
 
     Shapes: input_ids (B, T) -> (B, T + max_new_tokens), the prompt first."""
     if input_ids.dim() != 2:
