@@ -298,7 +298,8 @@ window.attnlibVectors = window.attnlibVectors && window.attnlibVectors.version >
       var focused = hm && document.activeElement === hm.svg;
       strip.textContent = "";
       hm = K.heatmap({ parent: strip, avail: K.width(root), rows: [qName()], cols: S.keys, palette: pal, lo: 0, hi: 1, digits: D,
-        value: function (i, j) { return r.w[j]; }, label: "softmax weights of the query over the " + S.keys.length + " keys; Enter selects a key",
+        value: function (i, j) { return r.w[j]; }, label: "softmax weights of the query over the " + S.keys.length + " keys (d_k = " + dims().dk +
+          (S.scaled ? ", scores divided by the square root of d_k" : ", scores not scaled") + "); Enter selects a key",
         cellMax: 64, cellMin: 24, cellText: true, hatchId: "attnlib-hatch-" + uid, rowWord: "query",
         colTitle: "weight = softmax(q\u00b7k" + (S.scaled ? " / \u221a" + dims().dk : "") + ") on each key",
         selectedCol: S.sel, colLabelAngle: 0, rowLabelClass: "attnlib-qlabel", cursor: stripCur,
