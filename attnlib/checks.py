@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 import torch
 from torch import Tensor
+from torch.fx.node import has_side_effect
 
 from ._checks import as_int, as_real, check_flag, check_generator, checking, eager
 from .cache import KVCache
@@ -34,9 +35,22 @@ def check_ids(name: str, ids: Any, vocab_size: int, max_len: int, past: int = 0,
     usual = isinstance(ids, Tensor) and ids.dtype in ID_DTYPES and ids.dim() == 2 and ids.numel()
     if not usual or past + ids.shape[1] > max_len or (device is not None and ids.device != device):
         _ids_error(name, ids, max_len, past, device)
-    if eager(ids) and bool(((ids < 0) | (ids.long() >= vocab_size)).any()):  # one sync
+    (ids_in_range if torch.compiler.is_compiling() else _ids_in_range)(ids, vocab_size, name)
+
+
+def _ids_in_range(ids: Tensor, vocab_size: int, name: str) -> None:
+    """Every id in [0, vocab_size): one read of the values (none for a meta tensor)."""
+    if ids.device.type != "meta" and bool(((ids < 0) | (ids.long() >= vocab_size)).any()):
         bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
         raise ValueError(f"{name} contains token id {bad}, outside [0, vocab_size={vocab_size})")
+
+
+# Under torch.compile the same check is an operator the compiler keeps but cannot look into: it
+# reads the values when the compiled graph runs, so a compiled model refuses a bad id with the
+# same ValueError, with no graph break (a read of the values in traced code would split the graph).
+ids_in_range = torch.library.custom_op("attnlib::ids_in_range", mutates_args=())(_ids_in_range)
+ids_in_range.register_fake(lambda ids, vocab_size, name: None)
+has_side_effect(torch.ops.attnlib.ids_in_range.default)  # returns nothing, yet must not be dropped
 
 
 def _ids_error(name: str, ids: Any, max_len: int, past: int, device: Any) -> None:

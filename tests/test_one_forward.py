@@ -132,6 +132,13 @@ def test_forward_compiles_to_one_graph_and_equals_eager(kw):
         assert step.graph_break_count == 0, step.break_reasons
         compiled = torch.compile(model)
         torch.testing.assert_close(compiled(ids).logits, model(ids).logits, atol=1e-5, rtol=1e-5)
+        # the compiled model refuses an id outside the vocabulary at its door, as eager does (the
+        # check runs when the graph runs: not inductor's index error from inside a kernel)
+        for bad in (23, -1):
+            wrong = ids.clone()
+            wrong[1, 7] = bad
+            with pytest.raises(ValueError, match=f"input_ids contains token id {bad}, outside"):
+                compiled(wrong)
     torch._dynamo.reset()
 
 
