@@ -114,3 +114,17 @@ def _shared_names(model: torch.nn.Module) -> list[tuple[str, str]]:
         else:
             first[id(p)] = name
     return pairs
+
+
+def final_norm_and_head(out: dict[str, Tensor], hf: Any, a: dict[str, str], tied: bool,
+                        what: str) -> None:
+    """A Llama-family decoder's last two pieces into ``out``: the final RMSNorm and the LM head
+    (``lm_head.weight``, or the embedding when the config ties them; neither is refused)."""
+    out[f"{a['norm_f']}.weight"] = hf["model.norm.weight"]
+    if "lm_head.weight" in hf:
+        out[a["head"]] = hf["lm_head.weight"]
+    elif tied:
+        out[a["head"]] = hf["model.embed_tokens.weight"]
+    else:
+        raise ValueError(f"the {what} checkpoint has no lm_head.weight and the config does not "
+                         "tie embeddings (tie_word_embeddings=False)")

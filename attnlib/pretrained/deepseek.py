@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from ..config import TransformerConfig
-from ._common import Settings, Used
+from ._common import Settings, Used, final_norm_and_head
 from .names import NAMES
 
 # attnlib's name -> Hugging Face's, in each layer (the attention's names are the same on both sides)
@@ -137,13 +137,6 @@ def deepseek_state(sd: dict[str, Tensor], cfg: TransformerConfig, *,
                 out[f"{L}.{a[ours]}.bias"] = w.new_zeros(w.shape[0])
         out[f"{L}.{a['norm1']}.weight"] = hf[h + "input_layernorm.weight"]
         out[f"{L}.{a['dec_norm2']}.weight"] = hf[h + "post_attention_layernorm.weight"]
-    out[f"{a['norm_f']}.weight"] = hf["model.norm.weight"]
-    if "lm_head.weight" in hf:
-        out[a["head"]] = hf["lm_head.weight"]
-    elif cfg.tie_weights:
-        out[a["head"]] = hf["model.embed_tokens.weight"]
-    else:
-        raise ValueError("the DeepSeek-V3 checkpoint has no lm_head.weight and the config does not "
-                         "tie embeddings (tie_word_embeddings=False)")
+    final_norm_and_head(out, hf, a, cfg.tie_weights, "DeepSeek-V3")
     hf.check_all_used("the DeepSeek-V3 checkpoint")
     return out

@@ -10,7 +10,7 @@ from typing import Any
 from torch import Tensor
 
 from ..config import TransformerConfig
-from ._common import Settings, Used
+from ._common import Settings, Used, final_norm_and_head
 from .names import NAMES
 
 # attnlib's name -> Hugging Face's, in each layer
@@ -132,13 +132,6 @@ def llama_state(sd: dict[str, Tensor], cfg: TransformerConfig) -> dict[str, Tens
                 out[f"{L}.{a[ours]}.bias"] = b
         out[f"{L}.{a['norm1']}.weight"] = hf[h + "input_layernorm.weight"]  # RMSNorm: weight only
         out[f"{L}.{a['dec_norm2']}.weight"] = hf[h + "post_attention_layernorm.weight"]
-    out[f"{a['norm_f']}.weight"] = hf["model.norm.weight"]
-    if "lm_head.weight" in hf:
-        out[a["head"]] = hf["lm_head.weight"]
-    elif cfg.tie_weights:
-        out[a["head"]] = hf["model.embed_tokens.weight"]
-    else:
-        raise ValueError("the Llama checkpoint has no lm_head.weight and the config does not tie "
-                         "embeddings (tie_word_embeddings=False)")
+    final_norm_and_head(out, hf, a, cfg.tie_weights, "Llama")
     hf.check_all_used("the Llama checkpoint")
     return out
