@@ -99,6 +99,7 @@ class Svg:
         self.name, self.w, self.h, self.title, self.desc = name, width, height, title, desc
         self.parts: list[str] = []
         self.texts: list[dict] = []  # every text() call, for the narrow layout's wrapped lines
+        self.arrows: list[tuple] = []  # (points, part) of every arrow(), for the narrow "drop"
 
     # -- primitives
     def text(self, x, y, s, size=16, anchor="middle", color=INK, weight="normal", italic=False,
@@ -134,6 +135,7 @@ class Svg:
         d = "M" + " L".join(f"{x},{y}" for x, y in points)
         dd = f' stroke-dasharray="{dash}"' if dash else ""
         mk = ' marker-end="url(#arrow)"' if head else ""
+        self.arrows.append((points, len(self.parts)))
         self.parts.append(f'<path d="{d}" fill="none" stroke="{color}" stroke-width="{width}"'
                           f'{dd}{mk}/>')
 
@@ -169,23 +171,32 @@ class Svg:
     def render_narrow(self, pieces: list[tuple]) -> str:
         """The narrow layout: ``pieces`` stacked top to bottom, centred in a NARROW_W card.
 
-        ("crop", x0, y0, x1, y1[, scale][, {"hide": [(ya, yb), ...]}]): that region of the wide
-        drawing, without the texts whose baseline lies in a hidden band (set them again with a
-        "wrap"); ("row", crop, crop, ...[, {"scale": s, "hide": ...}]): crops (x0, y0, x1, y1)
-        side by side, top-aligned; ("wrap", y0, y1[, x0, x1]): the texts whose baseline lies in
-        [y0, y1] (and anchor in [x0, x1]), each set again as lines that fit the card; ("label",
-        text, size): a centred line, such as the "+" between two matrices; ("rule",): a line.
+        ("crop", x0, y0, x1, y1[, scale][, {"hide": [(ya, yb), ...], "drop": [(x, y), ...]}]):
+        that region of the wide drawing, without the texts whose baseline lies in a hidden band
+        (set them again with a "wrap") and without the arrows that start or end at a dropped
+        point (an arrow the crop's edge would cut: the reader sees it in another piece, or the
+        pieces' order says it); ("row", crop, crop, ...[, {"scale": s, "hide": ..., "drop":
+        ...}]): crops (x0, y0, x1, y1) side by side, top-aligned; ("wrap", y0, y1[, x0, x1]): the
+        texts whose baseline lies in [y0, y1] (and anchor in [x0, x1]), each set again as lines
+        that fit the card; ("label", text, size): a centred line, such as the "+" between two
+        matrices; ("rule",): a line; ("drawing", svg): the whole of another Svg at 1:1, a
+        narrow arrangement drawn for the phone where crops of the wide one cannot work.
         """
         W, pad = NARROW_W, 10
         out, y, arts = [], 12, {}
 
-        def art(hide) -> str:
-            """The id of a copy of the drawing without the texts in the hidden bands."""
-            key = tuple(hide)
+        def art(hide, drop=(), drawing=None) -> str:
+            """The id of a copy of the drawing without the texts in the hidden bands and the
+            arrows with an end at a dropped point (or of another drawing, whole)."""
+            key = (tuple(hide), tuple(map(tuple, drop)), id(drawing))
             if key not in arts:
-                drop = {t["part"] for t in self.texts if any(a <= t["y"] <= b for a, b in hide)}
-                arts[key] = (f"art{len(arts)}" if key else "art",
-                             "\n".join(p for i, p in enumerate(self.parts) if i not in drop))
+                src = drawing or self
+                gone = {t["part"] for t in src.texts if any(a <= t["y"] <= b for a, b in hide)}
+                gone |= {part for pts, part in src.arrows
+                         if any(tuple(pts[0]) == tuple(d) or tuple(pts[-1]) == tuple(d)
+                                for d in drop)}
+                arts[key] = (f"art{len(arts)}" if hide or drop or drawing else "art",
+                             "\n".join(p for i, p in enumerate(src.parts) if i not in gone))
             return arts[key][0]
 
         for piece in pieces:
@@ -198,7 +209,7 @@ class Svg:
                     crops = [tuple(body[:4])]
                 else:
                     scale, crops = opts.get("scale", 1.0), [tuple(c) for c in body]
-                ref = art(opts.get("hide", []))
+                ref = art(opts.get("hide", []), opts.get("drop", []))
                 sizes = [((x1 - x0) * scale, (y1 - y0) * scale) for x0, y0, x1, y1 in crops]
                 total = sum(w for w, _ in sizes) + 8 * (len(crops) - 1)
                 if total > W - 2 * pad + 0.5:
@@ -231,6 +242,13 @@ class Svg:
                                    f'{rich(line, t["size"])}</text>')
                     y += t["size"] * 0.35
                 y += 6
+            elif kind == "drawing":
+                d = piece[1]
+                if d.w > W - 2 * pad:
+                    raise ValueError(f"{self.name}: drawing {d.name} is {d.w} px wide")
+                out.append(f'<svg x="{(W - d.w) / 2:g}" y="{y:g}" width="{d.w}" height="{d.h}" '
+                           f'viewBox="0 0 {d.w} {d.h}"><use href="#{art([], [], d)}"/></svg>')
+                y += d.h + 6
             elif kind == "rule":
                 y += 4
                 out.append(f'<line x1="{pad + 10}" y1="{y:g}" x2="{W - pad - 10}" y2="{y:g}" '
@@ -469,7 +487,9 @@ def weighted_average() -> Svg:
         s.text(460, y + 23, f"[{vec[0]}, {vec[1]}]", size=14)
         s.text(568, y + 23, f"[{w * vec[0]:.3f}, {w * vec[1]:.3f}]", size=14, weight=bold)
     y = y0 + 7 * 38 + 6
-    s.parts.append(f'<line x1="250" y1="{y}" x2="630" y2="{y}" stroke="{INK}" stroke-width="1.2"/>')
+    for x1, x2 in ((250, 380), (512, 630)):   # one rule under each column that is summed
+        s.parts.append(f'<line x1="{x1}" y1="{y}" x2="{x2}" y2="{y}" stroke="{INK}"'
+                       ' stroke-width="1.2"/>')
     s.text(300, y + 24, "sum = 1.00", size=15)
     s.text(568, y + 24, "[0.620, 0.470]", size=15, weight="bold")
     s.rect(400, y + 44, 226, 50, COLORS["V"][1], COLORS["V"][0], rx=8, width=2)
@@ -1238,6 +1258,89 @@ def smollm2_block() -> Svg:
     return s
 
 
+def smollm2_block_narrow() -> Svg:
+    """smollm2_block drawn for a phone (340 px): the same parts, the projections stacked."""
+    wide = smollm2_block()
+    s = Svg("smollm2_block_narrow", 340, 1000, wide.title, wide.desc)
+    cx, stream, left, right = 172, "#767676", 34, 334   # block edges; residual stream at 318
+    s.text(cx, 22, "token ids (B, T)", size=14)
+    s.arrow((cx, 28), (cx, 46))
+    s.box(cx, 48, 230, 40, "X", "embedding E: (49152, 576)", size=14)
+    s.arrow((cx, 90), (cx, 118))
+    s.text(cx + 8, 110, "x : (B, T, C), C = 576", size=13, anchor="start", color=MUTED)
+    top = 124
+
+    def sublayer(y, draw, height):
+        s.arrow((cx, y), (cx, y + 18))
+        s.box(cx, y + 20, 140, 30, "N", "RMSNorm", size=14)
+        s.arrow((cx, y + 52), (cx, y + 66))
+        draw(y + 68)
+        plus = y + 68 + height + 24
+        s.arrow((cx, y + 68 + height), (cx, plus - 16))
+        s.arrow((cx, y + 8), (right - 16, y + 8), (right - 16, plus), (cx + 18, plus),
+                color=stream, width=2.4)
+        s.circle(cx, plus, 16, "#ffffff", INK, "+", size=20)
+        return plus + 16
+
+    def attention(y):
+        s.rect(cx - 130, y, 260, 262, COLORS["A"][1], COLORS["A"][0], rx=8, width=2)
+        s.text(cx, y + 20, "grouped-query attention", size=14, weight="bold")
+        s.text(cx, y + 37, "(chapter 12)", size=12, color=MUTED)
+        for i, (role, lab, io, heads) in enumerate((("Q", "q\\_proj", "576 → 576", "9 heads"),
+                                                     ("K", "k\\_proj", "576 → 192", "3 heads"),
+                                                     ("V", "v\\_proj", "576 → 192", "3 heads"))):
+            bx = cx - 84 + i * 84
+            s.rect(bx - 39, y + 46, 78, 62, COLORS[role][1], COLORS[role][0], rx=8, width=2)
+            s.text(bx, y + 64, lab, size=13)
+            s.text(bx, y + 82, io, size=12, color=MUTED)
+            s.text(bx, y + 99, heads, size=12, color=MUTED)
+        for i in range(2):
+            bx = cx - 84 + i * 84
+            s.arrow((bx, y + 110), (bx, y + 122))
+            s.rect(bx - 34, y + 124, 68, 22, COLORS["P"][1], COLORS["P"][0], rx=11, width=1.5)
+            s.text(bx, y + 140, "RoPE", size=12)
+        s.text(cx + 84, y + 140, "no RoPE", size=12, color=MUTED)
+        for i, (line, color) in enumerate((("heads of width 64", MUTED),
+                                           ("softmax(Q K^T/√64 + causal", INK),
+                                           ("mask) V, per head;", INK),
+                                           ("query heads 3g, 3g+1, 3g+2", MUTED),
+                                           ("read key/value head g", MUTED),
+                                           ("o\\_proj 576 → 576", INK))):
+            s.text(cx, y + 166 + 17 * i, line, size=13, color=color)
+
+    def ffn(y):
+        s.rect(cx - 130, y, 260, 146, COLORS["F"][1], COLORS["F"][0], rx=8, width=2)
+        s.text(cx, y + 20, "SwiGLU feed-forward", size=14, weight="bold")
+        s.text(cx, y + 37, "(chapter 7)", size=12, color=MUTED)
+        for i, lab in enumerate(("gate\\_proj 576 → 1536", "up\\_proj 576 → 1536")):
+            s.rect(cx - 100, y + 46 + 32 * i, 200, 26, "#ffffff", COLORS["F"][0], rx=5, width=1.5)
+            s.text(cx, y + 64 + 32 * i, lab, size=13)
+        s.text(cx, y + 122, "SiLU(gate) ⊙ up : (B, T, 1536)", size=13)
+        s.text(cx, y + 139, "down\\_proj 1536 → 576", size=13)
+
+    y = sublayer(top + 4, attention, 262)
+    y = sublayer(y, ffn, 146)
+    bottom = y + 10
+    s.rect(left, top, right - left, bottom - top, "none", MUTED, rx=12, width=1.5, dash="6 4")
+    s.text(left + 10, top + 22, "× 30", size=15, anchor="start", weight="bold")
+    s.text(left + 10, top + 38, "layers", size=13, anchor="start", weight="bold")
+    s.arrow((cx, y), (cx, bottom + 16))
+    s.box(cx, bottom + 18, 140, 30, "N", "final RMSNorm", size=14)
+    s.arrow((cx, bottom + 50), (cx, bottom + 66))
+    s.box(cx, bottom + 68, 230, 40, "X", "LM head = E^T (tied)", size=14)
+    s.arrow((cx, bottom + 110), (cx, bottom + 126))
+    s.text(cx, bottom + 144, "logits (B, T, 49152)", size=14)
+    s.arrow((cx - 115, 68), (10, 68), (10, bottom + 88), (cx - 117, bottom + 88),
+            color=COLORS["X"][0], width=1.6, dash="5 4")
+    mid = (68 + bottom) / 2
+    s.raw(f'<text x="22" y="{mid}" font-size="12" text-anchor="middle" fill="{MUTED}"'
+          f' transform="rotate(-90 22 {mid})">the same matrix E (tied weights)</text>')
+    legend(s, 30, bottom + 176, [("#767676", "#767676", "residual stream")], size=12)
+    s.text(cx, bottom + 200, "no biases; RMSNorm: a scale, no centring", size=12, color=MUTED)
+    s.h = round(bottom + 212)
+    return s
+
+
 def mask_polarity() -> Svg:
     toks = list("abcde")
     T, cell = 5, 30
@@ -1440,7 +1543,14 @@ DIAGRAMS = [tokenize_pipeline, embedding_position, attention_shapes, weighted_av
 
 
 # Narrow layouts (phones): pieces of the wide drawing, top to bottom (see Svg.render_narrow).
-# Coordinates are the wide drawing's; a test checks that every piece's text stays inside it.
+# Coordinates are the wide drawing's; tests check that a piece cuts no text and no box, and
+# that every line or arrow in it is whole (or dropped from it with "drop").
+POOL_FAN = [(x, 314) for x in (95, 189, 283, 377, 471)]  # sentence_embedding's pooling arrows
+# Arrows a crop's edge would cut in every crop that holds them: each layout drops them all
+# from every crop (one copy of the drawing, not one per crop).
+MASK_POLARITY_DROP = [(268, 175), (450, 175)]
+ATTENTION_SHAPES_DROP = [(310, 78), (130, 258), (310, 258), (565, 227), (220, 584)]
+TEACHER_FORCING_DROP = [(460, 70), (459, 256), (240, 413), (240, 489)]
 NARROW: dict[str, list[tuple]] = {
     "causal_mask_added": [("wrap", 30, 45, 0, 270), ("crop", 20, 50, 250, 245), ("label", "+", 26),
                           ("wrap", 30, 45, 280, 460), ("crop", 285, 50, 455, 245),
@@ -1453,58 +1563,64 @@ NARROW: dict[str, list[tuple]] = {
                           ("wrap", 550, 625)],
     "pre_post_norm": [("crop", 30, 5, 310, 575), ("rule",), ("crop", 360, 5, 660, 598),
                       ("crop", 30, 610, 470, 650, 0.77)],
-    "encoder_decoder": [("crop", 55, 10, 360, 430), ("crop", 350, 10, 625, 480),
+    "encoder_decoder": [("crop", 55, 10, 360, 430, {"drop": [(275, 352), (275, 372)]}),
+                        ("crop", 350, 10, 625, 480, {"drop": [(275, 352), (275, 372)]}),
                         ("wrap", 485, 535)],
     "kv_cache": [("crop", 20, 8, 236, 535), ("rule",), ("crop", 244, 8, 454, 535), ("rule",),
                  ("crop", 460, 8, 675, 535), ("wrap", 545, 570)],
     "gqa_heads": [("crop", 8, 12, 232, 340), ("rule",), ("crop", 238, 12, 462, 340), ("rule",),
                   ("crop", 468, 12, 692, 340), ("wrap", 350, 460)],
-    "tiled_softmax": [("wrap", 10, 40), ("crop", 40, 46, 274, 280), ("crop", 270, 46, 499, 280),
-                      ("crop", 497, 46, 690, 305), ("rule",), ("wrap", 320, 450)],
+    "tiled_softmax": [("wrap", 10, 40), ("crop", 40, 46, 274, 280), ("crop", 275, 46, 499, 280),
+                      ("crop", 499, 46, 690, 305), ("rule",), ("wrap", 320, 450)],
     "quantized_block": [("crop", 10, 14, 345, 450), ("rule",), ("crop", 352, 14, 690, 445)],
-    "mask_polarity": [("crop", 262, 12, 470, 282), ("crop", 8, 12, 224, 282),
-                      ("crop", 476, 12, 728, 282), ("wrap", 295, 350), ("crop", 190, 364, 470, 402)],
-    "weighted_average": [("crop", 20, 10, 404, 356, 0.88), ("crop", 410, 10, 634, 356),
-                         ("crop", 22, 362, 258, 415), ("crop", 400, 362, 636, 422)],
+    "mask_polarity": [("crop", 262, 12, 470, 282, {"drop": MASK_POLARITY_DROP}),
+                      ("crop", 8, 12, 224, 282, {"drop": MASK_POLARITY_DROP}),
+                      ("crop", 476, 12, 728, 282, {"drop": MASK_POLARITY_DROP}), ("wrap", 295, 350), ("crop", 190, 364, 470, 402)],
+    "weighted_average": [("crop", 18, 10, 404, 356, 0.88), ("crop", 408, 10, 634, 356),
+                         ("crop", 22, 362, 258, 415), ("crop", 398, 362, 636, 422)],
     "rope_rotation": [("crop", 20, 10, 345, 345), ("crop", 355, 10, 690, 345), ("wrap", 350, 380),
                       ("crop", 110, 380, 330, 410), ("crop", 370, 380, 600, 410), ("rule",),
                       ("crop", 15, 425, 320, 515), ("crop", 370, 425, 690, 520),
                       ("row", (25, 522, 95, 622), (165, 522, 295, 622)),
                       ("row", (25, 522, 95, 622), (325, 522, 625, 622), {"scale": 0.88}),
                       ("wrap", 630, 655)],
-    "smollm2_block": [("crop", 176, 5, 470, 225), ("wrap", 160, 175, 60, 180),
-                      ("wrap", 240, 252), ("crop", 80, 255, 382, 365), ("crop", 382, 255, 530, 365),
-                      ("wrap", 370, 430), ("crop", 220, 432, 390, 530), ("wrap", 560, 575),
-                      ("crop", 100, 576, 510, 610, 0.82), ("wrap", 615, 655),
-                      ("crop", 200, 660, 610, 880, 0.82)],
-    "attention_shapes": [("crop", 190, 20, 440, 95), ("row", (50, 100, 220, 265), (230, 100, 400, 265),
-                                                         {"scale": 0.95}),
-                         ("crop", 410, 100, 580, 265), ("crop", 120, 265, 570, 590, 0.75),
-                         ("crop", 240, 600, 450, 685), ("wrap", 690, 712)],
-    "embedding_position": [("row", (20, 10, 110, 280), (180, 10, 528, 280), {"scale": 0.755}),
-                           ("wrap", 115, 200, 530, 700), ("crop", 280, 285, 570, 358),
+    "smollm2_block": [("drawing", smollm2_block_narrow())],
+    "attention_shapes": [("crop", 190, 14, 440, 95, {"drop": ATTENTION_SHAPES_DROP}), ("label", "↓", 20),
+                         ("row", (50, 100, 220, 265), (230, 100, 400, 265),
+                          {"scale": 0.95, "drop": ATTENTION_SHAPES_DROP}),
+                         ("crop", 410, 100, 580, 265, {"drop": ATTENTION_SHAPES_DROP}),
+                         ("crop", 120, 265, 570, 590, 0.75,
+                          {"drop": ATTENTION_SHAPES_DROP}),
+                         ("label", "↓", 20),
+                         ("crop", 240, 600, 450, 685, {"drop": ATTENTION_SHAPES_DROP}),
+                         ("wrap", 690, 712)],
+    "embedding_position": [("row", (22, 10, 110, 276), (176, 10, 528, 276), {"scale": 0.755}),
+                           ("wrap", 115, 200, 530, 700), ("crop", 280, 272, 570, 358),
                            ("wrap", 360, 420)],
-    "tokenize_pipeline": [("crop", 220, 15, 575, 110, 0.95, {"hide": [(90, 106)]}),
+    "tokenize_pipeline": [("crop", 220, 15, 575, 110, 0.95,
+                           {"hide": [(90, 106)], "drop": [(397, 66)]}),
                           ("wrap", 90, 106),
-                          ("row", (15, 120, 95, 420), (105, 120, 399, 420),
-                           {"scale": 0.88, "hide": [(180, 190), (250, 260)]}),
-                          ("row", (15, 120, 95, 420), (401, 120, 695, 420),
-                           {"scale": 0.88, "hide": [(180, 190), (250, 260)]}),
+                          ("row", (15, 120, 95, 420), (105, 120, 398, 420),
+                           {"scale": 0.88, "hide": [(180, 190), (250, 260)], "drop": [(397, 66)]}),
+                          ("row", (15, 120, 95, 420), (398, 120, 695, 420),
+                           {"scale": 0.88, "hide": [(180, 190), (250, 260)], "drop": [(397, 66)]}),
                           ("wrap", 180, 190), ("wrap", 250, 260), ("wrap", 430, 470)],
     "sentence_embedding": [("crop", 40, 18, 330, 80), ("crop", 330, 18, 626, 80), ("wrap", 100, 135),
                            ("wrap", 165, 175), ("crop", 40, 178, 330, 312),
-                           ("crop", 330, 178, 626, 350), ("crop", 196, 352, 512, 412),
+                           ("crop", 330, 178, 626, 350, {"drop": POOL_FAN}),
+                           ("crop", 196, 352, 512, 412, {"drop": POOL_FAN}),
                            ("wrap", 425, 445)],
     "shifted_targets": [("wrap", 30, 45, 0, 265), ("crop", 268, 16, 542, 54),
                         ("row", (25, 70, 200, 115), (268, 60, 542, 122), {"scale": 0.74}),
                         ("crop", 118, 128, 472, 440, 0.93), ("wrap", 290, 330, 0, 110),
                         ("crop", 55, 440, 510, 470, 0.74), ("wrap", 480, 500)],
-    "teacher_forcing_cross": [("wrap", 40, 70, 0, 215), ("crop", 236, 28, 479, 72),
+    "teacher_forcing_cross": [("wrap", 40, 70, 0, 215), ("crop", 236, 28, 479, 72, {"drop": TEACHER_FORCING_DROP}),
                               ("crop", 479, 28, 682, 72), ("wrap", 110, 145, 230, 710),
-                              ("wrap", 180, 300, 0, 200), ("crop", 236, 165, 479, 300),
-                              ("crop", 479, 165, 682, 300), ("wrap", 305, 325), ("rule",),
-                              ("wrap", 350, 370), ("crop", 18, 380, 245, 595),
-                              ("crop", 290, 364, 512, 594, {"hide": [(355, 370)]}), ("wrap", 420, 540, 520, 720),
+                              ("wrap", 180, 300, 0, 200), ("crop", 236, 165, 479, 300, {"drop": TEACHER_FORCING_DROP}),
+                              ("crop", 479, 165, 682, 300, {"drop": TEACHER_FORCING_DROP}), ("wrap", 305, 325), ("rule",),
+                              ("wrap", 350, 370), ("crop", 18, 380, 245, 595, {"drop": TEACHER_FORCING_DROP}),
+                              ("crop", 290, 364, 517, 594,
+                               {"hide": [(355, 370)], "drop": TEACHER_FORCING_DROP}), ("wrap", 420, 540, 520, 720),
                               ("wrap", 600, 612), ("wrap", 620, 665)],
 }
 
@@ -1603,10 +1719,10 @@ def gpt_shapes() -> Svg:
 
 
 DIAGRAMS.append(gpt_shapes)
-NARROW["gpt_shapes"] = [("wrap", 30, 60, 370, 680), ("crop", 20, 10, 352, 118, 0.97),
-                        ("wrap", 70, 110, 370, 680), ("crop", 20, 118, 352, 560, 0.97),
+NARROW["gpt_shapes"] = [("wrap", 30, 60, 370, 680), ("crop", 20, 10, 352, 141, 0.97),
+                        ("wrap", 70, 110, 370, 680), ("crop", 20, 141, 352, 575, 0.97),
                         ("wrap", 260, 300, 370, 680), ("wrap", 365, 420, 370, 680),
-                        ("wrap", 455, 490, 370, 680), ("crop", 20, 560, 352, 690, 0.97),
+                        ("wrap", 455, 490, 370, 680), ("crop", 20, 575, 352, 690, 0.97),
                         ("wrap", 640, 690, 370, 680)]
 
 

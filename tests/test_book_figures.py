@@ -4,7 +4,8 @@ Every figure a chapter or page references exists, is valid SVG with its text as 
 (not outlined paths), has a title and alt text; every SVG in book/figures is used somewhere; and
 the committed files are exactly what the script writes (so they can be regenerated). Every
 diagram has a narrow layout for phones (X.narrow.svg) at most 360 px wide whose text keeps its
-size, and, measured in Chromium, no piece of it cuts a label of the wide drawing in two.
+size, and, measured in Chromium, no piece of it cuts a label of the wide drawing in two, cuts
+a box, or leaves an arrow ending in the air at its edge.
 """
 from __future__ import annotations
 
@@ -193,6 +194,80 @@ def test_narrow_layouts_cut_no_label():
                     assert inside or not overlaps, (
                         f"{name}: crop {(x0, y0, x1, y1)} cuts the label {text!r} "
                         f"({bx0:.0f}, {by0:.0f}, {bx1:.0f}, {by1:.0f})")
+
+
+# A narrow layout's crops, as drawn: each nested <svg> shows the region of its viewBox of one copy
+# of the wide drawing (a <g> in <defs>). For each copy, every shape: its kind, its box with half
+# its stroke around it, a short name and, for lines and paths, points about a pixel apart.
+SHAPES_JS = """
+const crops = [], groups = {};
+for (const v of document.querySelectorAll('svg > svg[viewBox]')) {
+  const [x, y, w, h] = v.getAttribute('viewBox').split(' ').map(Number);
+  const ref = v.querySelector('use').getAttribute('href').slice(1);
+  crops.push([x, y, x + w, y + h, ref]);
+  if (ref in groups) continue;
+  const out = groups[ref] = [];
+  for (const el of document.getElementById(ref).querySelectorAll(
+      'rect, circle, ellipse, polygon, polyline, line, path')) {
+    const cs = getComputedStyle(el);
+    const stroke = cs.stroke !== 'none' ? parseFloat(cs.strokeWidth) / 2 : 0;
+    if (cs.fill === 'none' && !stroke) continue;
+    const b = el.getBBox();
+    const line = ['line', 'path', 'polyline'].includes(el.tagName);
+    const pts = [];
+    if (line) {
+      const n = el.getTotalLength(), step = Math.max(1, n / 400);
+      for (let s = 0; s < n; s += step) { const p = el.getPointAtLength(s); pts.push([p.x, p.y]); }
+      const p = el.getPointAtLength(n); pts.push([p.x, p.y]);
+    }
+    out.push([line ? 'line' : 'box', b.x - stroke, b.y - stroke, b.x + b.width + stroke,
+              b.y + b.height + stroke, el.outerHTML.replace(/ xmlns="[^"]*"/, '').slice(0, 60),
+              pts]);
+  }
+}
+return [crops, groups];"""
+
+
+def _cuts(name: str, crops, groups, tol: float = 0.5) -> list[str]:
+    """Where a crop of a narrow layout cuts a box (a shape reaching across one of its edges, unless
+    the crop lies wholly inside it: a panel's background) or a line (a line or arrow with points
+    both inside the crop and outside it: a stub ending in the air)."""
+    found = []
+    for x0, y0, x1, y1, ref in crops:
+        crop = f"{name}: crop {(round(x0), round(y0), round(x1), round(y1))}"
+        for kind, bx0, by0, bx1, by1, what, pts in groups[ref]:
+            if min(min(bx1, x1) - max(bx0, x0), min(by1, y1) - max(by0, y0)) <= tol:
+                continue          # outside the crop, or touching its edge
+            out = max(x0 - bx0, bx1 - x1, y0 - by0, by1 - y1)
+            if out <= tol:
+                continue          # wholly inside
+            if kind == "box":
+                if bx0 <= x0 and by0 <= y0 and bx1 >= x1 and by1 >= y1:
+                    continue      # the crop lies inside it: a background
+                found.append(f"{crop} cuts the box {what}: {out:.1f} px of it outside")
+                continue
+            inside = any(x0 + tol < x < x1 - tol and y0 + tol < y < y1 - tol for x, y in pts)
+            if inside and any(not (x0 - tol <= x <= x1 + tol and y0 - tol <= y <= y1 + tol)
+                              for x, y in pts):
+                found.append(f"{crop} cuts the line {what}: {out:.1f} px of it outside")
+    return found
+
+
+def test_narrow_layouts_cut_no_box_and_leave_no_arrow_stub():
+    """Each crop of a narrow layout shows the boxes of the wide drawing whole (or, for a panel's
+    background, only its inside) and its lines and arrows whole or not at all (left out of that
+    crop's copy of the drawing, with "drop"): a line across a crop's edge ends in the air on a
+    phone. Measured in Chromium on the narrow SVGs as written (getBBox, and points along every
+    line and path)."""
+    from _browser import chromium_driver
+
+    md = _make_diagrams()
+    found = []
+    with chromium_driver("900,900") as d:
+        for name in md.NARROW:
+            d.get((FIGURES / f"{name}.narrow.svg").as_uri())
+            found += _cuts(name, *d.execute_script(SHAPES_JS))
+    assert found == [], f"{len(found)} cuts:\n" + "\n".join(found)
 
 
 def _tiny_book(tmp_path: Path, markdown: str, svg: str | None) -> Path:
