@@ -27,6 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 HTML = ROOT / "_build" / "html"
 STAMP_NAME = ".attnlib-build.json"
 MODELS = "models"  # html/models/: model files fetched by a page only when its reader asks
+# The landing page's live tiny GPT: written from attnlib (the shipped weights, the page scripts)
+# before each build and read by book/intro.md's raw-html block; not committed (see .gitignore).
+LANDING = ROOT / "book" / "_generated" / "landing_live.html"
 # the jupyter-book CLI of *this* Python (not whichever `jupyter-book` is first on PATH)
 JUPYTER_BOOK = [sys.executable, "-c", "from jupyter_book.cli.main import main; main()"]
 TOOLS = ("jupyter-book", "myst-nb", "sphinx", "sphinx-book-theme", "ipywidgets")
@@ -97,9 +100,26 @@ def place_models(html: Path = HTML) -> None:
               f"{dst.relative_to(ROOT)}")
 
 
+def write_landing(path: Path = LANDING) -> None:
+    """The landing page's first screen: chapter 10's tiny GPT, live (type, read the attention and
+    the next character), without the Playground's laboratory. Rewritten only when it changes, so
+    an unchanged book is still reused."""
+    sys.path.insert(0, str(ROOT))
+    import attnlib
+    from attnlib import viz
+
+    model, tok = attnlib.load_tiny_gpt()
+    html = viz.live_model(model, tok, lab=False,
+                          title="A tiny GPT, trained on Genesis, in this page: type here").to_html()
+    if not path.is_file() or path.read_text(encoding="utf-8") != html:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(html, encoding="utf-8")
+
+
 def build(toc: Path | None = None, force: bool = False, quiet: bool = False) -> int:
     """Build (or reuse) _build/html; return the exit code of the build (0 = success)."""
     toc_path = (toc or ROOT / "_toc.yml").resolve()
+    write_landing()  # an input of the build: before the hash
     digest = inputs_hash(toc_path)
     stamp = HTML / STAMP_NAME
     if not force and stamp.is_file() and json.loads(stamp.read_text()).get("inputs") == digest:
