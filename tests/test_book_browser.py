@@ -637,6 +637,34 @@ def test_setup_cell_is_kept_below_the_introduction(laptop, server):
     assert where == [True, True, True], where
 
 
+@pytest.mark.parametrize("size", [LAPTOP, PHONE], ids=["1280", "390"])
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_landing_page_opens_with_the_live_model(size, theme, phone, laptop, server):
+    """The book's first page shows the tiny GPT running, on the first screen at 1280 x 800 and
+    at 390 x 844 (its text box and the top of its attention grid), and it computes: typing
+    moves the next-character bars to the new last character."""
+    from selenium.webdriver.common.keys import Keys
+
+    drv = laptop if size == LAPTOP else phone
+    open_page(drv, server, "book/intro", theme)
+    drv.execute_script("window.scrollTo(0, 0)")
+    where = drv.execute_script(
+        "const box = document.querySelector('article .attnlib-live textarea');"
+        "const grid = document.querySelector('article .attnlib-live svg, article .attnlib-live canvas');"
+        "return box && grid ? [box.getBoundingClientRect().bottom,"
+        " grid.getBoundingClientRect().top, innerHeight] : null;")
+    shot36(drv, f"landing_{size[0]}_{theme}")
+    assert where, "the landing page has no live model (text box and attention grid)"
+    box_bottom, grid_top, height = where
+    assert box_bottom < height and grid_top < height - 100, where  # both on the first screen
+    head = lambda: drv.execute_script(
+        "return document.querySelector('article .attnlib-bars-head').textContent")
+    assert "after \u201cd\u201d" in head(), head()  # "And God said"
+    box = drv.find_element("css selector", "article .attnlib-live textarea")
+    box.send_keys(Keys.END, " an")
+    wait_for(lambda: "after \u201cn\u201d" in head(), timeout=10)
+
+
 # ------------------------------------------------------------------------- figures on a phone
 JS_FIGURES = """
 const col = document.querySelector('article.bd-article');
