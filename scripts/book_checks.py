@@ -41,6 +41,8 @@
    the widget manager fills in itself (a Layout's unset CSS properties, a widget's null
    ``tooltip``/``tabbable``/``_view_count`` and empty ``_dom_classes``), written without spaces.
    The notebook keeps its full state.
+9. ``OutputFiguresFillTheColumn``: a matplotlib figure in an output grows from half its pixels
+   (IPython's retina size) to the column's width, or its share of it, up to its own pixels.
 """
 from __future__ import annotations
 
@@ -452,12 +454,36 @@ def compact_widget_assets(app, pagename, templatename, context, doctree) -> None
         files[i] = _JavaScript(asset.filename, priority=asset.priority, **{**attrs, "body": body})
 
 
+class OutputFiguresFillTheColumn(SphinxPostTransform):
+    """A matplotlib figure in a cell's output is stored at twice its CSS size (IPython's retina
+    PNG, whose metadata width is half the pixels) and shown at that width: a 5-inch figure took
+    332 px of a 740 px column, its ticks ~10 px. Here it may grow to the column's width (or its
+    share of it, for figures side by side) up to its own pixels, never blurred beyond 1:1; the
+    height follows the aspect ratio."""
+
+    default_priority = 200
+
+    def run(self, **kwargs) -> None:
+        for out in self.document.findall(nodes.container):
+            if "cell_output" not in out.get("classes", []):
+                continue
+            images = [img for img in out.findall(nodes.image)
+                      if img.get("uri", "").endswith(".png")
+                      and str(img.get("width", "")).endswith("px")]
+            share = f"calc({100 / len(images):.4g}% - 8px)" if len(images) > 1 else "100%"
+            for img in images:
+                pixels = 2 * float(str(img["width"])[:-2])  # the PNG's own width
+                img["width"] = f"min({share}, {pixels:.0f}px)"
+                img.attributes.pop("height", None)
+
+
 def setup(app):
     app.add_transform(SetupCellAfterIntro)
     app.add_transform(ChapterOpener)
     app.add_transform(NarrowDiagrams)
     app.add_post_transform(DiagramPictures)
     app.add_post_transform(SharedOutputAssets)
+    app.add_post_transform(OutputFiguresFillTheColumn)
     app.add_css_file(ICONS_CSS)
     app.connect("build-finished", write_icons_css)
     app.connect("builder-inited", add_template_filters)
