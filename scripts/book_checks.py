@@ -469,10 +469,10 @@ class OutputFiguresFillTheColumn(SphinxPostTransform):
                 continue
             images = [img for img in out.findall(nodes.image)
                       if img.get("uri", "").endswith(".png")
-                      and str(img.get("width", "")).endswith("px")]
+                      and re.fullmatch(r"[0-9.]+(px)?", str(img.get("width", "")))]
             share = f"calc({100 / len(images):.4g}% - 8px)" if len(images) > 1 else "100%"
             for img in images:
-                pixels = 2 * float(str(img["width"])[:-2])  # the PNG's own width
+                pixels = 2 * float(str(img["width"]).removesuffix("px"))  # the PNG's own width
                 img["width"] = f"min({share}, {pixels:.0f}px)"
                 img.attributes.pop("height", None)
 
