@@ -42,7 +42,7 @@
    ``tooltip``/``tabbable``/``_view_count`` and empty ``_dom_classes``), written without spaces.
    The notebook keeps its full state.
 9. ``OutputFiguresFillTheColumn``: a matplotlib figure in an output grows from half its pixels
-   (IPython's retina size) to the column's width, or its share of it, up to its own pixels.
+   (IPython's retina size) to the column's width (half of it for figures side by side, two to a row), up to its own pixels.
 """
 from __future__ import annotations
 
@@ -470,7 +470,7 @@ class OutputFiguresFillTheColumn(SphinxPostTransform):
             images = [img for img in out.findall(nodes.image)
                       if img.get("uri", "").endswith(".png")
                       and re.fullmatch(r"[0-9.]+(px)?", str(img.get("width", "")))]
-            share = f"calc({100 / len(images):.4g}% - 8px)" if len(images) > 1 else "100%"
+            share = "calc(50% - 8px)" if len(images) > 1 else "100%"  # two to a row at most
             for img in images:
                 pixels = 2 * float(str(img["width"]).removesuffix("px"))  # the PNG's own width
                 img["width"] = f"min({share}, {pixels:.0f}px)"
