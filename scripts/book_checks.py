@@ -42,7 +42,7 @@
    ``tooltip``/``tabbable``/``_view_count`` and empty ``_dom_classes``), written without spaces.
    The notebook keeps its full state.
 9. ``OutputFiguresFillTheColumn``: a matplotlib figure in an output grows from half its pixels
-   (IPython's retina size) to the column's width (half of it for figures side by side, two to a row), up to its own pixels.
+   (IPython's retina size) to the column's width (half of it for figures side by side, two to a row), up to 1.6x that size (GROWTH).
 """
 from __future__ import annotations
 
@@ -454,12 +454,19 @@ def compact_widget_assets(app, pagename, templatename, context, doctree) -> None
         files[i] = _JavaScript(asset.filename, priority=asset.priority, **{**attrs, "body": body})
 
 
+# How far an output figure may grow beyond IPython's retina size: 1.6x puts a 5-inch figure's
+# 10-point ticks at ~16 px, the body text's size (at 2x, the PNG's own pixels, they were ~20 px,
+# larger than the text they illustrate); a 7-inch figure then fills the 740 px column.
+GROWTH = 1.6
+
+
 class OutputFiguresFillTheColumn(SphinxPostTransform):
     """A matplotlib figure in a cell's output is stored at twice its CSS size (IPython's retina
     PNG, whose metadata width is half the pixels) and shown at that width: a 5-inch figure took
-    332 px of a 740 px column, its ticks ~10 px. Here it may grow to the column's width (or its
-    share of it, for figures side by side) up to its own pixels, never blurred beyond 1:1; the
-    height follows the aspect ratio."""
+    332 px of a 740 px column, its ticks ~10 px. Here it may grow to the column's width (half of
+    it for figures side by side, two to a row), up to GROWTH times that size, so that its ticks
+    read like the text (and it is never blurred beyond its own pixels); the height follows the
+    aspect ratio."""
 
     default_priority = 200
 
@@ -472,8 +479,8 @@ class OutputFiguresFillTheColumn(SphinxPostTransform):
                       and re.fullmatch(r"[0-9.]+(px)?", str(img.get("width", "")))]
             share = "calc(50% - 8px)" if len(images) > 1 else "100%"  # two to a row at most
             for img in images:
-                pixels = 2 * float(str(img["width"]).removesuffix("px"))  # the PNG's own width
-                img["width"] = f"min({share}, {pixels:.0f}px)"
+                stored = float(str(img["width"]).removesuffix("px"))  # half the PNG's pixels
+                img["width"] = f"min({share}, {GROWTH * stored:.0f}px)"
                 img.attributes.pop("height", None)
 
 
