@@ -42,7 +42,8 @@
    ``tooltip``/``tabbable``/``_view_count`` and empty ``_dom_classes``), written without spaces.
    The notebook keeps its full state.
 9. ``OutputFiguresFillTheColumn``: a matplotlib figure in an output grows from half its pixels
-   (IPython's retina size) to the column's width (half of it for figures side by side, two to a row), up to 1.6x that size (GROWTH).
+   (IPython's retina size) towards the column's width (half of it for figures side by side, two
+   to a row), up to 1.6x that size (GROWTH).
 """
 from __future__ import annotations
 
