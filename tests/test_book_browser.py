@@ -689,6 +689,27 @@ def png_meta():
     return _png_metadata()
 
 
+JS_OUTPUT_FIGURES = """
+const col = document.querySelector('article.bd-article').getBoundingClientRect().width;
+return [col, Array.from(document.querySelectorAll('article div.cell_output img'))
+  .filter(i => i.getClientRects().length && /[.]png$/.test(i.src))
+  .map(i => [i.getBoundingClientRect().width, i.naturalWidth,
+             i.closest('div.cell_output').querySelectorAll('img').length])];
+"""
+
+
+@pytest.mark.parametrize("docname", CHAPTERS)
+def test_output_figures_use_the_column_on_a_laptop(laptop, server, docname):
+    """At 1280 px a matplotlib figure is not left at half its pixels (IPython's retina size, 332 px
+    of a 740 px column for a 5-inch figure): it grows to the column, or half of it beside
+    another, up to 0.8x its pixels (book_checks.GROWTH = 1.6 times the retina size)."""
+    open_page(laptop, server, docname)
+    col, figures = laptop.execute_script(JS_OUTPUT_FIGURES)
+    for width, natural, beside in figures:
+        room = col if beside == 1 else col / 2 - 8
+        assert width >= min(room, 0.8 * natural) - 2, (docname, width, natural, beside, col)
+
+
 @pytest.mark.parametrize("docname", PAGES)
 def test_phone_figures_fit_and_read(phone, server, png_meta, docname):
     """At 390 px nothing scrolls sideways, every figure fits the column, diagrams switch to their
