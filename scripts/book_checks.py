@@ -478,7 +478,8 @@ class OutputFiguresFillTheColumn(SphinxPostTransform):
             images = [img for img in out.findall(nodes.image)
                       if img.get("uri", "").endswith(".png")
                       and re.fullmatch(r"[0-9.]+(px)?", str(img.get("width", "")))]
-            share = "calc(50% - 8px)" if len(images) > 1 else "100%"  # two to a row at most
+            # two to a row at most, on a laptop; one on a phone (book.css sets --attnlib-pair)
+            share = "var(--attnlib-pair, 100%)" if len(images) > 1 else "100%"
             for img in images:
                 stored = float(str(img["width"]).removesuffix("px"))  # half the PNG's pixels
                 img["width"] = f"min({share}, {GROWTH * stored:.0f}px)"

@@ -690,11 +690,11 @@ def png_meta():
 
 
 JS_OUTPUT_FIGURES = """
-const col = document.querySelector('article.bd-article').getBoundingClientRect().width;
-return [col, Array.from(document.querySelectorAll('article div.cell_output img'))
+return Array.from(document.querySelectorAll('article div.cell_output img'))
   .filter(i => i.getClientRects().length && /[.]png$/.test(i.src))
-  .map(i => [i.getBoundingClientRect().width, i.naturalWidth,
-             i.closest('div.cell_output').querySelectorAll('img').length])];
+  .map(i => { const out = i.closest('div.cell_output');
+              return [i.getBoundingClientRect().width, i.naturalWidth,
+                      out.querySelectorAll('img').length, out.clientWidth]; });
 """
 
 
@@ -704,10 +704,9 @@ def test_output_figures_use_the_column_on_a_laptop(laptop, server, docname):
     of a 740 px column for a 5-inch figure): it grows to the column, or half of it beside
     another, up to 0.8x its pixels (book_checks.GROWTH = 1.6 times the retina size)."""
     open_page(laptop, server, docname)
-    col, figures = laptop.execute_script(JS_OUTPUT_FIGURES)
-    for width, natural, beside in figures:
-        room = col if beside == 1 else col / 2 - 8
-        assert width >= min(room, 0.8 * natural) - 2, (docname, width, natural, beside, col)
+    for width, natural, beside, room in laptop.execute_script(JS_OUTPUT_FIGURES):
+        room = room if beside == 1 else room / 2 - 8  # the output area, or half of it
+        assert width >= min(room, 0.8 * natural) - 2, (docname, width, natural, beside, room)
 
 
 @pytest.mark.parametrize("docname", PAGES)
