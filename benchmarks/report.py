@@ -21,6 +21,7 @@ HOW_TO_USE = ROOT / "book" / "how_to_use.md"  # quotes the chapters' times (``ch
 GPU_JSON = ROOT / "benchmarks" / "results" / "quick_cuda.json"  # written by benchmarks/gpu_run.sh
 NOTEBOOK_TIMES = ROOT / "benchmarks" / "results" / "notebook_times.json"  # scripts/execute_notebooks.py
 BROWSER_JSON = ROOT / "benchmarks" / "results" / "smollm2_browser.json"  # benchmarks/smollm2_browser.py
+PLAYGROUND_JSON = ROOT / "benchmarks" / "results" / "playground_latency.json"  # benchmarks/playground_latency.py
 STRUCTURE_JSON = ROOT / "benchmarks" / "results" / "full_cpu_structure.json"  # --full --only structure
 BLOCK = re.compile(r"(<!-- BEGIN generated:(\w+) -->\n?)(.*?)(\n?<!-- END generated:\2 -->)", re.S)
 MIB = 2**20
@@ -267,6 +268,25 @@ def render_browser_doc(run: dict) -> str:
     return head + table + "\n" + _md_table(["target", "measured", "goal", ""], targets)
 
 
+def render_playground(doc: dict) -> str:
+    """The Playground's keystroke-to-frame time in headless Chromium (its own JSON)."""
+    if not PLAYGROUND_JSON.exists():
+        return "*Not measured yet*: `python -m benchmarks.playground_latency` writes it.\n"
+    run = json.loads(PLAYGROUND_JSON.read_text())
+    b, env, s = run["browser"], run["env"], run["settings"]
+    stall = b.get("cpu_stall")
+    head = (f"`python -m benchmarks.playground_latency` at {env['utc']}: {env['device_name']}, "
+            f"{env['cpu_count']} cores, Chromium {b['chromium']} (headless); {b['keys']} characters typed "
+            f"{s['gap_s'] * 1e3:.0f} ms apart into a text the model reads 64 characters of"
+            + ("" if stall is None else f"; some task waited for a CPU {stall:.0%} of the time") + ".\n\n")
+    rows = [["key to the painted frame", b["median_ms"], b["p90_ms"]],
+            ["key to the next frame's start (requestAnimationFrame)", b["raf_median_ms"], b["raf_p90_ms"]],
+            ["the page's input handler", b["handler_median_ms"], None]]
+    table = _md_table(["keystroke to ..., ms", "median", "p90"], rows)
+    targets = [[t["name"], t["value"], f"{t['op']} {t['limit']:g}", VERDICT[t["met"]]] for t in run["targets"]]
+    return head + table + "\n" + _md_table(["target", "measured", "goal", ""], targets)
+
+
 def render_structure(doc: dict) -> str:
     """GPT.generate against the 25-line loop (its own JSON: ``--full --only structure``)."""
     if not STRUCTURE_JSON.exists():
@@ -294,7 +314,7 @@ def render_structure_doc(run: dict) -> str:
 RENDER = {"structure": render_structure, "env": render_env, "targets": render_targets, "attention": render_attention, "models": render_models,
           "generation": render_generation, "memory_bound": render_memory_bound, "layout": render_layout,
           "tiny_vs_nano_rounds": render_tiny_vs_nano_rounds, "compiled": render_compiled,
-          "smollm2": render_smollm2, "smollm2_browser": render_smollm2_browser, "chapters": render_chapters,
+          "smollm2": render_smollm2, "smollm2_browser": render_smollm2_browser, "playground": render_playground, "chapters": render_chapters,
           "chapters_total": render_chapters_total, "gpu": render_gpu,
           **{name: _inline(name) for name in INLINE}}
 

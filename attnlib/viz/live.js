@@ -106,7 +106,18 @@
     }
 
     /* ---- model state ---- */
-    function restart() {
+    /* typing: the matrix of the shown head, the probabilities and the text on every key; the cache
+       view and the laboratory (heavy: traces, two greedy continuations) once typing pauses */
+    var deferred = later(function () { paintKV(); changed(); }, 200);
+    /* fn() once typing pauses: run() (re)starts the wait of ms milliseconds, cancel() drops it (the
+       caller draws everything itself); data-pending on the output says whether it waits */
+    function later(fn, ms) {
+      var timer = null;
+      function set(t) { timer = t; root.setAttribute("data-pending", t === null ? "0" : "1"); }
+      return { run: function () { if (timer !== null) clearTimeout(timer); set(setTimeout(function () { set(null); fn(); }, ms)); },
+        cancel: function () { if (timer !== null) { clearTimeout(timer); set(null); } } };
+    }
+    function restart(typing) {
       var enc = encode(input.value), lines = [];
       if (enc.unknown.length) {
         lines.push("Not in the model's vocabulary (it knows only the " + c.V + " characters of its training text), left out: " +
@@ -123,6 +134,8 @@
       S.ids = ids.slice(); S.nPrompt = ids.length; S.logits = r.logits; S.att = r.att; S.cache = r.cache;
       S.added = [0, ids.length]; S.row = -1; S.cur = [0, 0]; S.steps = 0;
       S.rng = R.mulberry32(S.sampling.seed);
+      if (typing) { build(true); deferred.run(); return; }
+      deferred.cancel();
       build();
       changed();
     }
@@ -132,6 +145,7 @@
       var r = run(S.ids);
       S.logits = r.logits; S.att = r.att; S.cache = r.cache; S.added = [0, S.ids.length]; S.steps = 0;
       S.rng = R.mulberry32(S.sampling.seed);
+      deferred.cancel();
       build();
       changed();
     }
@@ -152,54 +166,63 @@
         S.added = [S.ids.length - 1, S.ids.length]; S.steps++;
       }
       if (S.ids.length >= c.T) setMessage(["The context is full: the model has " + c.T + " position vectors, so it cannot go further. Reset or edit the text."]);
+      deferred.cancel();
       build();
       changed();
     }
-    input.addEventListener("input", restart);
+    input.addEventListener("input", function () { restart(true); });
     stepBtn.addEventListener("click", function () { decode(1); });
     manyBtn.addEventListener("click", function () { decode(16); });
     resetBtn.addEventListener("click", function () { restart(); });
 
     /* ---- the attention matrix ---- */
-    var svg = null, cells = [], rowLabels = [], rowBox = null, cursor = null, geo = null;
-    function build() {
+    /* the page's width, measured once here and then once per resize (never while typing); the
+       drawing's box is the largest any text gives at this width (the cells shrink as the text
+       grows), so the probabilities beside or below it stay where they are while the reader types */
+    var rootW = root.clientWidth || 640;
+    var svg = null, cells = [], fills = [], rowLabels = [], colLabels = [], rowBox = null, cursor = null, geo = null;
+    function cellFor(T, avail) { return Math.max(4, Math.min(30, Math.floor(Math.min(440, avail - 46) / T))); }
+    function build(light) {
       tip.hide();
+      var T = S.ids.length, toks = S.ids.map(function (id) { return P.vocab[id]; });
+      /* the same queries, keys and layout as drawn (typing at the model's full context): new
+         labels and weights in the drawing there is, nothing measured, nothing rebuilt */
+      if (svg && geo.T === T && geo.w === rootW && geo.nPrompt === S.nPrompt && geo.steps === 0 && S.steps === 0) {
+        relabel(toks); paint(light); paintOut(); return;
+      }
       figure.textContent = "";
-      var T = S.ids.length;
-      if (!T) { svg = null; cells = []; paintBars(); paintOut(); paintKV(); paintState(); return; }
-      var toks = S.ids.map(function (id) { return P.vocab[id]; });
+      if (!T) { svg = null; cells = []; paintBars(); paintOut(); if (!light) paintKV(); paintState(); return; }
       /* cells fitted to the page's width (less the colour bar), so the 12 px labels stay 12 px */
-      var avail = Math.max(240, root.clientWidth || 640) - 70;
-      var cell = Math.max(4, Math.min(30, Math.floor(Math.min(440, avail - 46) / T)));
+      var avail = Math.max(240, rootW) - 70, cell = cellFor(T, avail), most = 0;
+      for (var t = 1; t <= c.T; t++) most = Math.max(most, t * cellFor(t, avail));
       var step = Math.max(1, Math.ceil(13 / cell));
-      var left = 40, top = 4, colH = 22, W2 = left + T * cell + 6, H2 = top + T * cell + colH + 18;
-      geo = { cell: cell, left: left, top: top, T: T };
+      var left = 40, top = 4, colH = 22, W2 = left + most + 6, H2 = top + most + colH + 18;
+      geo = { cell: cell, left: left, top: top, T: T, w: rootW, nPrompt: S.nPrompt, steps: S.steps };
       svg = el("svg", { "class": "attnlib-plot", width: W2, height: H2, viewBox: "0 0 " + W2 + " " + H2, tabindex: "0",
         role: "group", focusable: "true", "aria-label": "attention weights, " + T + " queries by " + T +
           " keys. Arrow keys move, Enter shows the prediction at that query, Escape clears." }, figure);
-      K.hatch(svg, "attnlib-hatch-" + uid);
+      var hatch = K.hatch(svg, "attnlib-hatch-" + uid);
       var grid = el("g", {}, svg), gap = cell >= 14 ? 1 : 0;
-      cells = []; rowLabels = [];
-      for (var i = 0; i < T; i++) for (var j = 0; j < T; j++) {
+      cells = []; fills = []; rowLabels = []; colLabels = [];
+      for (var i = 0; i < T; i++) for (var j = 0; j < T; j++) { /* the future stays hatched: paint leaves it */
         cells.push(el("rect", { "class": "attnlib-cell", x: left + j * cell, y: top + i * cell, width: cell - gap,
           height: cell - gap, "data-row": i, "data-col": j }, grid));
+        if (j > i) { cells[cells.length - 1].setAttribute("fill", hatch); cells[cells.length - 1].setAttribute("data-value", "0"); }
       }
       for (i = 0; i < T; i++) {
-        var isNew = i >= S.added[0] && i < S.added[1] && S.steps > 0, gen = i >= S.nPrompt;
-        var t = el("text", { "class": "attnlib-rowlabel" + (gen ? " attnlib-live-genlabel" : ""), x: left - 5,
-          y: top + i * cell + cell / 2 + 4, "text-anchor": "end", tabindex: "0", role: "button", "data-row": i,
-          "aria-label": "query " + i + ": " + toks[i] }, svg, shown(toks[i], 4));
-        el("title", {}, t, "query " + i + ": " + quoted(toks[i]) + (gen ? " (generated)" : "") + (isNew ? " (new)" : ""));
+        var t = el("text", { "class": "attnlib-rowlabel", x: left - 5, y: top + i * cell + cell / 2 + 4, "text-anchor": "end",
+          tabindex: "0", role: "button", "data-row": i }, svg, " ");
+        el("title", {}, t);
         if (i % step) t.setAttribute("visibility", "hidden");
         rowLabels.push(t);
       }
       for (j = 0; j < T; j += step) {
-        var x = left + j * cell + cell / 2;
-        var ct = el("text", { "class": "attnlib-collabel" + (j >= S.nPrompt ? " attnlib-live-genlabel" : ""), x: x,
-          y: top + T * cell + 13, "text-anchor": "middle" }, svg, shown(toks[j], 3));
-        el("title", {}, ct, "key " + j + ": " + quoted(toks[j]));
+        var ct = el("text", { "class": "attnlib-collabel" + (j >= S.nPrompt ? " attnlib-live-genlabel" : ""), x: left + j * cell + cell / 2,
+          y: top + T * cell + 13, "text-anchor": "middle", "data-col": j }, svg, " ");
+        el("title", {}, ct);
+        colLabels.push(ct);
       }
-      el("text", { "class": "attnlib-axis", x: left + T * cell / 2, y: H2 - 2, "text-anchor": "middle" }, svg, "key");
+      el("text", { "class": "attnlib-axis", x: left + T * cell / 2, y: top + T * cell + colH + 16, "text-anchor": "middle" }, svg, "key");
       el("text", { "class": "attnlib-axis", x: 9, y: top + T * cell / 2, "text-anchor": "middle",
         transform: "rotate(-90 9 " + (top + T * cell / 2) + ")" }, svg, "query");
       if (S.steps > 0) { /* the query row this decode step computed */
@@ -211,27 +234,46 @@
         fill: "none", stroke: "#000", "stroke-width": "3", visibility: "hidden", "pointer-events": "none" }, svg);
       cursor = el("rect", { "class": "attnlib-cursor", width: cell - gap, height: cell - gap, fill: "none", stroke: "#e66100",
         "stroke-width": "2", "stroke-dasharray": "3 2", visibility: "hidden", "pointer-events": "none" }, svg);
-      K.colourbar(figure, palette, 0, 1, Math.max(110, Math.min(240, T * cell)), "weight", "attnlib-grad-" + uid);
+      K.colourbar(figure, palette, 0, 1, Math.max(110, Math.min(240, most)), "weight", "attnlib-grad-" + uid);
       wireHeatmap({ svg: svg, cells: cells, cursor: cursor, rowLabels: rowLabels, rows: T, cols: T,
         cur: function () { return S.cur; }, selectRow: selectRow, showTip: showTip, hideTip: tip.hide });
-      paint();
+      relabel(toks);
+      paint(light);
       paintOut();
     }
+    /* the tokens on the axes: each label's text, its title and its accessible name */
+    function relabel(toks) {
+      rowLabels.forEach(function (t, i) {
+        var isNew = i >= S.added[0] && i < S.added[1] && S.steps > 0, gen = i >= S.nPrompt;
+        t.firstChild.textContent = shown(toks[i], 4);
+        t.setAttribute("aria-label", "query " + i + ": " + toks[i]);
+        t.lastChild.textContent = "query " + i + ": " + quoted(toks[i]) + (gen ? " (generated)" : "") + (isNew ? " (new)" : "");
+      });
+      colLabels.forEach(function (ct) {
+        var j = +ct.getAttribute("data-col");
+        ct.firstChild.textContent = shown(toks[j], 3);
+        ct.lastChild.textContent = "key " + j + ": " + quoted(toks[j]);
+      });
+    }
     function weight(i, j) { return j <= i ? S.att[S.layer][S.head][i][j] : 0; }
-    function paint() {
+    /* the weights of the shown head (the past only: the future is hatched once, in build), the row
+       highlight, the probabilities; and, unless typing (light), the cache view */
+    function paint(light) {
       if (!svg) { paintState(); return; }
-      var T = geo.T, hatch = "url(#attnlib-hatch-" + uid + ")";
-      for (var n = 0; n < cells.length; n++) {
-        var i = Math.floor(n / T), j = n % T, v = weight(i, j);
-        cells[n].setAttribute("fill", j > i ? hatch : colour(v));
-        cells[n].setAttribute("data-value", j > i ? "0" : v.toFixed(6));
+      var T = geo.T, A = S.att[S.layer][S.head];
+      for (var i = 0; i < T; i++) for (var j = 0, row = A[i]; j <= i; j++) {
+        /* a fill set again costs the cell's style (dear in a page with a large stylesheet, like the
+           book's): only the colours that changed are set, most weights stay in the first bin */
+        var n = i * T + j, v = row[j], f = colour(v);
+        if (fills[n] !== f) { fills[n] = f; cells[n].setAttribute("fill", f); }
+        cells[n].setAttribute("data-value", v.toFixed(6));
       }
       rowLabels.forEach(function (t, i) { t.setAttribute("class", "attnlib-rowlabel" + (i >= S.nPrompt ? " attnlib-live-genlabel" : "") + (i === S.row ? " attnlib-selected" : "")); });
       rowBox.setAttribute("y", geo.top + Math.max(0, S.row) * geo.cell - 1.5);
       rowBox.setAttribute("visibility", S.row >= 0 ? "visible" : "hidden");
       clear.disabled = S.row < 0;
       if (tip.cell >= 0) showTip(tip.cell);
-      paintBars(); paintKV(); paintState();
+      paintBars(); if (light !== true) paintKV(); paintState();
     }
     function paintState() {
       stepBtn.disabled = manyBtn.disabled = !S.ids.length || S.ids.length >= c.T;
@@ -334,7 +376,7 @@
       tip.show(cells[n], ["query " + quoted(P.vocab[S.ids[i]]) + " (" + i + ") \u2192 key " + quoted(P.vocab[S.ids[j]]) + " (" + j + ")",
         "weight = " + (j > i ? "0 (masked: the future)" : fix(weight(i, j), 4)), "layer " + (S.layer + 1) + " \u00b7 head " + (S.head + 1)], figure, n);
     }
-    function selectRow(i) { S.row = i; paint(); }
+    function selectRow(i) { S.row = i; paint(true); }
     K.keepKeys(root, function (t) { if (t !== input) selectRow(-1); });
 
     /* for the tests and the curious: the same functions the page uses */
@@ -374,7 +416,7 @@
     readSampling();
     restart();
     if (P.lab && window.attnlibLiveLab) window.attnlibLiveLab(api);
-    K.onResize(root, build);
+    K.onResize(root, function () { rootW = root.clientWidth || 640; build(); });
   }
 
   K.boot(document.currentScript, "attnlib-live", init, "live model");

@@ -86,7 +86,7 @@ window.attnlibLiveLab = function (api) {
     var rows = [ref, now], off = api.offList();
     if (A.sel >= cols.length) A.sel = -1;
     K.div("attnlib-lab-subhead", Afig, "next character after " + K.quoted(tok(ids()[n - 1])) + " (the end of the text above)");
-    var hm = K.heatmap({ parent: Afig, avail: K.width(A.root) - 70, rows: ["all heads on", off.length ? "with " + off.length + " off" : "the same"],
+    var hm = K.heatmap({ parent: Afig, avail: A.w - 70, rows: ["all heads on", off.length ? "with " + off.length + " off" : "the same"],
       cols: cols.map(tok), palette: seq, lo: 0, hi: 1, digits: 4, cellText: true, cellMax: 48, cellMin: 30, rowLabelClass: "attnlib-qlabel",
       hatchId: "attnlib-hatch-lab-" + api.uid, selectedCol: A.sel, colLabelAngle: 0,
       label: "next-character probabilities with all heads on and with the heads switched off",
@@ -140,7 +140,7 @@ window.attnlibLiveLab = function (api) {
     var names = ["embedding"];
     for (var l = 1; l <= c.L; l++) names.push("layer " + l + (l === c.L ? " = output" : ""));
     var actual = B.pos + 1 < n ? ids()[B.pos + 1] : -1;
-    var hm = K.heatmap({ parent: Bfig, avail: K.width(B.root) - 70, rows: names, cols: ["1st", "2nd", "3rd", "4th", "5th"], palette: seq, lo: 0, hi: 1,
+    var hm = K.heatmap({ parent: Bfig, avail: B.w - 70, rows: names, cols: ["1st", "2nd", "3rd", "4th", "5th"], palette: seq, lo: 0, hi: 1,
       digits: 4, cellMax: 56, cellMin: 30, rowLabelClass: "attnlib-qlabel", colLabelAngle: 0, labelChars: 20, hatchId: "attnlib-hatch-lens-" + api.uid,
       label: "top 5 next characters after the embedding and after each layer, for position " + B.pos,
       value: function (i, j) { return probs[i][tops[i][j]]; },
@@ -228,7 +228,7 @@ window.attnlibLiveLab = function (api) {
     }
     var width = kind === "vectors" ? st.rows[0][1].length : vals[0].length;
     var shape = kind === "weights" ? "(" + c.H + " heads, " + width + " keys)" : kind === "logits" ? "(" + c.V + ",): the 16 most likely shown" : "(" + width + ",) each";
-    var hm = K.heatmap({ parent: Cfig, avail: K.width(C.root) - 8, rows: rows, cols: cols, palette: pal, lo: lo, hi: hi, digits: digits,
+    var hm = K.heatmap({ parent: Cfig, avail: C.w - 8, rows: rows, cols: cols, palette: pal, lo: lo, hi: hi, digits: digits,
       cellMax: kind === "vectors" ? 12 : 30, cellMin: kind === "logits" ? 14 : 3, rowLabelClass: "attnlib-qlabel", colLabelAngle: 0,
       colEvery: kind === "vectors" ? 8 : 0, cellH: kind === "vectors" ? 16 : 0, labelChars: 20, hatchId: "attnlib-hatch-steps-" + api.uid,
       colTitle: kind === "weights" ? "key (the tokens so far)" : kind === "logits" ? "next character" : "component", selectedCol: C.sel,
@@ -276,7 +276,8 @@ window.attnlibLiveLab = function (api) {
     if (now !== lastIds) { B.pos = -1; C.pos = -1; B.token = -1; C.sel = -1; lastIds = now; }
     paintHeads(); paintLens(); paintSteps();
   }
+  /* each panel's width: measured once now, then once per resize (the drawings never ask the page) */
+  [A, B, C].forEach(function (X) { X.w = K.width(X.root); K.onResize(X.root, function () { X.w = K.width(X.root); onChange(); }); });
   api.onChange(onChange);
   onChange();
-  [A.root, B.root, C.root].forEach(function (r) { K.onResize(r, onChange); });
 };
