@@ -291,6 +291,10 @@ def test_keyboard_only(page32):
     tab_to("input[type=range][aria-label=layer]").send_keys(Keys.ARROW_RIGHT)
     assert state(d, root)["layer"] == "1"
     svg = tab_to("svg.attnlib-plot")
+    # the matrix is one tab stop (the arrows move inside it), not one per row label
+    stops = d.execute_script("return Array.from(arguments[0].querySelectorAll('[tabindex]'))"
+                             ".filter(e => e.tabIndex >= 0).length", svg)
+    assert stops == 0, f"{stops} tab stops inside the matrix besides the matrix itself"
     svg.send_keys(Keys.ARROW_DOWN, Keys.ARROW_DOWN, Keys.ARROW_RIGHT)
     tip = root.find_element(By.CSS_SELECTOR, ".attnlib-tooltip")
     assert tip.is_displayed() and "query \u201cd\u201d (2) \u2192 key \u201cn\u201d (1)" in tip.text

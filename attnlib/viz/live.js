@@ -211,7 +211,7 @@
       }
       for (i = 0; i < T; i++) {
         var t = el("text", { "class": "attnlib-rowlabel", x: left - 5, y: top + i * cell + cell / 2 + 4, "text-anchor": "end",
-          tabindex: "0", role: "button", "data-row": i }, svg, " ");
+          tabindex: "-1", role: "button", "data-row": i }, svg, " "); /* the matrix is one tab stop */
         el("title", {}, t);
         if (i % step) t.setAttribute("visibility", "hidden");
         rowLabels.push(t);
