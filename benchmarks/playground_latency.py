@@ -15,7 +15,6 @@ on book/benchmarks.md.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import subprocess
@@ -24,6 +23,7 @@ import time
 from pathlib import Path
 
 from .harness import Settings, Target, cpu_stall_us, environment
+from .smollm2_browser import save
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "playground_latency.json"
@@ -124,16 +124,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     doc = run(args.page.resolve(), args.keys, args.gap)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=1) + "\n")
     b = doc["browser"]
-    print(f"{b['keys']} keys at {b['text_chars']} characters: keystroke -> painted frame median {b['median_ms']:.1f} ms, "
-          f"p90 {b['p90_ms']:.1f} ms (-> rAF median {b['raf_median_ms']:.1f} ms; the page's input handler {b['handler_median_ms']:.1f} ms); renderer CPU {b['renderer_cpu_s']} s "
-          f"over {b['typing_s']:.1f} s; stall {b['cpu_stall']}")
-    for t in doc["targets"]:
-        print(f"  {t['name']}: {t['value']:.3g} {t['op']} {t['limit']:g}: {'met' if t['met'] else 'MISSED'}")
-    print(f"wrote {args.out}")
-    return 0
+    return save(doc, args.out, [
+        f"{b['keys']} keys at {b['text_chars']} characters: keystroke -> painted frame median {b['median_ms']:.1f} ms, "
+        f"p90 {b['p90_ms']:.1f} ms (-> rAF median {b['raf_median_ms']:.1f} ms; the page's input handler "
+        f"{b['handler_median_ms']:.1f} ms); renderer CPU {b['renderer_cpu_s']} s over {b['typing_s']:.1f} s; "
+        f"stall {b['cpu_stall']}"])
 
 
 if __name__ == "__main__":

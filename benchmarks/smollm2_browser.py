@@ -252,16 +252,23 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     doc = run(args.rounds)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=1) + "\n")
     b, p = doc["browser"], doc["python"]
-    print(f"browser: load {b['load_s']:.1f} s, answer {b['answer_s']:.2f} s, prefill32 {b['prefill32_s']:.2f} s, "
-          f"decode {b['decode_tok_s']:.1f} tok/s, tab {(b['tab_bytes'] or 0) / 1e6:.0f} MB, stall {b['cpu_stall']}")
-    print(f"python:  load {p['load_s']:.1f} s, answer {p['answer_s']:.2f} s, prefill32 {p['prefill32_s']:.2f} s, "
-          f"decode {p['decode_tok_s']:.1f} tok/s")
+    return save(doc, args.out, [
+        f"browser: load {b['load_s']:.1f} s, answer {b['answer_s']:.2f} s, prefill32 {b['prefill32_s']:.2f} s, "
+        f"decode {b['decode_tok_s']:.1f} tok/s, tab {(b['tab_bytes'] or 0) / 1e6:.0f} MB, stall {b['cpu_stall']}",
+        f"python:  load {p['load_s']:.1f} s, answer {p['answer_s']:.2f} s, prefill32 {p['prefill32_s']:.2f} s, "
+        f"decode {p['decode_tok_s']:.1f} tok/s"])
+
+
+def save(doc: dict, out: Path, summary: list[str]) -> int:
+    """Write a browser benchmark's record to ``out`` and print its summary and targets."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    for line in summary:
+        print(line)
     for t in doc["targets"]:
         print(f"  {t['name']}: {t['value']:.3g} {t['op']} {t['limit']:g}: {'met' if t['met'] else 'MISSED'}")
-    print(f"wrote {args.out}")
+    print(f"wrote {out}")
     return 0
 
 
