@@ -252,3 +252,52 @@ def test_shown_code_fits_the_page(path):
             if cell["cell_type"] == "code" and i > 0 and not never_shown & set(tags(cell))
             for line in src(cell).splitlines() if len(line) > 79]
     assert long == [], f"{len(long)} shown code lines over 79 characters (cell, length, start): {long[:5]}"
+
+
+def folding_problems(nb: dict) -> list[str]:
+    """JupyterLab folds what the book hides (it reads no tags): a cell's source is folded
+    (`jupyter.source_hidden`) exactly when a tag hides it in the book, its output
+    (`outputs_hidden`) exactly when the book hides the whole cell (hide-cell, remove-cell: check
+    cells, solutions, asides), and a folded solution's one visible line gives nothing away (the
+    answer starts on its second line). tests/test_jupyterlab_browser.py checks in JupyterLab
+    itself that these are what it honours."""
+    bad = []
+    cells = nb["cells"]
+    ex, summary = heading_index(cells, "exercise"), heading_index(cells, "summary")
+    for i, cell in enumerate(cells):
+        if cell["cell_type"] != "code":
+            continue
+        t = set(tags(cell))
+        meta = cell.get("metadata", {}).get("jupyter", {})
+        if bool(meta.get("source_hidden")) != bool(t & HIDDEN_INPUT):
+            bad.append(f"cell {i} {sorted(t)}: source_hidden {meta.get('source_hidden')}")
+        if bool(meta.get("outputs_hidden")) != bool(t & {"hide-cell", "remove-cell"}):
+            bad.append(f"cell {i} {sorted(t)}: outputs_hidden {meta.get('outputs_hidden')}")
+        first = src(cell).split("\n", 1)[0]
+        if ex is not None and ex < i < (summary or len(cells)) and "hide-cell" in t \
+                and not re.fullmatch(r"# Solution to exercise \d+", first):
+            bad.append(f"cell {i}: a solution whose folded line shows {first[:60]!r}")
+    return bad
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_jupyterlab_folds_what_the_book_hides(path):
+    bad = folding_problems(load(path))
+    assert bad == [], f"{len(bad)} cells JupyterLab would show otherwise than the book: {bad[:5]}"
+
+
+def test_folding_check_fails_on_a_broken_notebook():
+    """Each rule of folding_problems, broken once in a made-up notebook, is caught."""
+    def code(first, tags, **jupyter):
+        return {"cell_type": "code", "source": f"{first}\nx = 1\n",
+                "metadata": {"tags": tags, "jupyter": jupyter}}
+    cells = [{"cell_type": "markdown", "source": "## Exercises\n\n**Exercise 1.** ...", "metadata": {}},
+             code("# Solution to exercise 1", ["hide-cell"], source_hidden=True, outputs_hidden=True),
+             {"cell_type": "markdown", "source": "## Summary", "metadata": {}}]
+    assert folding_problems({"cells": cells}) == []
+    for broken in (code("# Solution to exercise 1", ["hide-cell"], source_hidden=True),
+                   code("# Solution to exercise 1", ["hide-cell"], outputs_hidden=True),
+                   code("# Solution: the answer is 2", ["hide-cell"], source_hidden=True,
+                        outputs_hidden=True),
+                   code("x = 2", [], source_hidden=True)):
+        assert len(folding_problems({"cells": [cells[0], broken, cells[2]]})) == 1, broken

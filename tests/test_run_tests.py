@@ -24,3 +24,10 @@ def test_only_a_kernel_that_died_while_starting_is_retried() -> None:
     assert not run_tests.only_kernel_start_failures(
         log + "\nFAILED notebooks/05_masks.ipynb::Cell 3 - nbval.plugin.NbCellError: output differs")
     assert not run_tests.only_kernel_start_failures("== 403 passed in 90.00s ==")  # nothing failed
+
+
+def test_the_jupyterlab_test_runs_in_the_browser_step() -> None:
+    """`make test` runs tests/test_jupyterlab_browser.py once: in the browser step, not in unit."""
+    steps = run_tests.steps()
+    assert "tests/test_jupyterlab_browser.py" in steps["browser"]
+    assert "--ignore=tests/test_jupyterlab_browser.py" in steps["unit"]
