@@ -12,8 +12,10 @@ Steps (each a separate pytest run, all run even if one fails; the exit code is 1
   widgets    stored widget state and the notebook conventions (tests/test_book_widgets.py,
              tests/test_book_notebooks.py)
   book       the Jupyter Book build with warnings as errors (tests/test_book_build.py)
-  browser    the built book in headless Chromium (tests/test_book_browser.py; reuses that build),
-             and chapters in JupyterLab started as README.md says (tests/test_jupyterlab_browser.py)
+  browser    the built book in headless Chromium (tests/test_book_browser.py, and axe-core's
+             contrast and control rules over every output, tests/test_book_a11y_browser.py;
+             reuses that build), and chapters in JupyterLab started as README.md says
+             (tests/test_jupyterlab_browser.py)
 
 pytest's exit code 5 ("no tests collected") fails a step, except for `notebooks` while the
 notebooks/ folder holds no chapter: a step that silently tests nothing is not a pass. A notebook
@@ -38,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 BOOK_TESTS = ["tests/test_book_widgets.py", "tests/test_book_notebooks.py",
               "tests/test_book_build.py", "tests/test_book_browser.py",
-              "tests/test_jupyterlab_browser.py"]
+              "tests/test_jupyterlab_browser.py", "tests/test_book_a11y_browser.py"]
 COMMON = ["-p", "no:cacheprovider", "-q", "-rfE"]
 CHROMIUM = os.environ.get("ATTNLIB_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("ATTNLIB_CHROMEDRIVER", "/usr/bin/chromedriver")
@@ -69,7 +71,8 @@ def steps() -> dict[str, list[str]]:
                     *COMMON],
         "book": [PY, "-m", "pytest", "tests/test_book_build.py", *COMMON],
         "browser": [PY, "-m", "pytest", "tests/test_book_browser.py",
-                    "tests/test_jupyterlab_browser.py", *COMMON],
+                    "tests/test_book_a11y_browser.py", "tests/test_jupyterlab_browser.py",
+                    *COMMON],
     }
 
 

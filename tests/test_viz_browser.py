@@ -213,6 +213,10 @@ def test_click_row_label_highlights_row_and_lists_weights(page):
 def test_keyboard_on_plot_and_row_labels(page):
     r = root(page, "a1")
     plot = r.find_element(By.CSS_SELECTOR, "svg.attnlib-plot")
+    # the matrix is one tab stop (the arrows move inside it), not one per row label
+    stops = page.execute_script("return Array.from(arguments[0].querySelectorAll('[tabindex]'))"
+                                ".filter(e => e.tabIndex >= 0).length", plot)
+    assert plot.get_attribute("tabindex") == "0" and stops == 0, f"{stops} tab stops besides the matrix"
     page.execute_script("arguments[0].focus()", plot)
     tip = r.find_element(By.CSS_SELECTOR, ".attnlib-tooltip")
     assert tip.is_displayed() and tip.find_element(By.CSS_SELECTOR, ".attnlib-value").text == expected(W[0, 0, 0, 0].numpy())[0]

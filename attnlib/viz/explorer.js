@@ -88,7 +88,7 @@
       }
       for (i = 0; i < tq; i++) {
         var t = el("text", { "class": "attnlib-rowlabel", x: left - 5, y: top + i * cell + cell / 2 + 4,
-          "text-anchor": "end", tabindex: "0", role: "button", "data-row": i,
+          "text-anchor": "end", tabindex: "-1", role: "button", "data-row": i, /* the matrix is one tab stop */
           "aria-label": "query " + i + ": " + ex.rows[i] }, svg, shown(ex.rows[i], 14));
         el("title", {}, t, "query " + i + ": " + quoted(ex.rows[i]));
         if (i % rowStep) t.setAttribute("visibility", "hidden");
@@ -141,7 +141,10 @@
         cells[n].setAttribute("data-value", kind === 0 ? fmtCode(code, P.digits) : (kind === -1 ? "-inf" : kind === 1 ? "inf" : "nan"));
         if (cellText.length) {
           cellText[n].textContent = kind === 0 ? fmtCode(code, P.digits).replace(/^(-?\d+\.\d{2})\d*$/, "$1") : (kind === -1 ? "-\u221e" : "");
-          cellText[n].style.fill = fill.charAt(0) === "#" && K.isDark(fill) ? "#fff" : "#000"; /* style: CSS beats attributes */
+          /* style: CSS beats attributes; on the hatch, the theme's text on a halo of the hatch's ground */
+          var onHatch = fill.charAt(0) !== "#";
+          cellText[n].setAttribute("class", "attnlib-celltext" + (onHatch ? " attnlib-onhatch" : ""));
+          cellText[n].style.fill = onHatch ? "" : K.isDark(fill) ? "#fff" : "#000";
         }
       }
       var mk = cbar.querySelector(".attnlib-masked-key");

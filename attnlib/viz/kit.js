@@ -9,7 +9,7 @@
    function the older ones had; outputs already drawn keep the kit they started with.
    Every string from a payload or from the reader reaches the page through textContent /
    setAttribute (escaped). */
-window.attnlibKit = window.attnlibKit && window.attnlibKit.version >= 2 ? window.attnlibKit : (function () {
+window.attnlibKit = window.attnlibKit && window.attnlibKit.version >= 3 ? window.attnlibKit : (function () {
   "use strict";
   /* the SVG namespace, read from the HTML parser so that the output holds no URL at all */
   var SVGNS = (function () { var t = document.createElement("div"); t.innerHTML = "<svg></svg>"; return t.firstChild.namespaceURI; })();
@@ -37,6 +37,8 @@ window.attnlibKit = window.attnlibKit && window.attnlibKit.version >= 2 ? window
     return b;
   }
   function toggle(b, on) { b.setAttribute("aria-pressed", on ? "true" : "false"); }
+  /* a button's text on a plate of one colour: readable (and measurable) over a hatched button */
+  function plate(b, text) { b.textContent = ""; div("attnlib-plate", b, text, "span"); return b; }
 
   /* ---- labelled controls: <label class="attnlib-control"><span>name</span> control </label> ---- */
   function control(parent, name) {
@@ -273,11 +275,11 @@ window.attnlibKit = window.attnlibKit && window.attnlibKit.version >= 2 ? window
         if (masked) c.setAttribute("data-masked", "1");
         cells.push(c);
         if (o.cellLabel) {
-          el("text", { "class": "attnlib-celltext attnlib-celllabel", x: left + j * cell + (cell - gap) / 2, y: top + i * ch + (ch - gap) / 2 + 4,
-            "text-anchor": "middle", style: "fill:" + (!masked && isDark(fill) ? "#fff" : "#000") }, grid, o.cellLabel(i, j));
+          el("text", { "class": "attnlib-celltext attnlib-celllabel" + (masked ? " attnlib-onhatch" : ""), x: left + j * cell + (cell - gap) / 2, y: top + i * ch + (ch - gap) / 2 + 4,
+            "text-anchor": "middle", style: masked ? "" : "fill:" + (isDark(fill) ? "#fff" : "#000") }, grid, o.cellLabel(i, j));
         } else if (o.cellText && cell >= 30) {
-          el("text", { "class": "attnlib-celltext", x: left + j * cell + (cell - gap) / 2, y: top + i * ch + (ch - gap) / 2 + 3.5,
-            "text-anchor": "middle", style: "fill:" + (!masked && isDark(fill) ? "#fff" : "#000") }, grid, fmt(v, 2));
+          el("text", { "class": "attnlib-celltext" + (masked ? " attnlib-onhatch" : ""), x: left + j * cell + (cell - gap) / 2, y: top + i * ch + (ch - gap) / 2 + 3.5,
+            "text-anchor": "middle", style: masked ? "" : "fill:" + (isDark(fill) ? "#fff" : "#000") }, grid, fmt(v, 2));
         }
       }
     }
@@ -406,7 +408,7 @@ window.attnlibKit = window.attnlibKit && window.attnlibKit.version >= 2 ? window
     });
   }
 
-  return { version: 2, el: el, div: div, button: button, toggle: toggle, control: control, picker: picker, slider: slider,
+  return { version: 3, el: el, div: div, button: button, toggle: toggle, plate: plate, control: control, picker: picker, slider: slider,
     numberBox: numberBox, unpack: unpack, shown: shown, quoted: quoted, fmt: fmt, palette: palette, colour: colour, isDark: isDark,
     uid: uid, width: width, onResize: onResize, tip: tip, matrixFrame: matrixFrame, hatch: hatch, heatmap: heatmap, colourbar: colourbar, keepKeys: keepKeys,
     boot: boot, CHAR_W: CHAR_W };

@@ -54,11 +54,13 @@ window.attnlibLiveLab = function (api) {
     K.div("attnlib-lab-layer", grid, "layer " + (l + 1));
     for (var h = 0; h < c.H; h++) {
       (function (l, h) {
-        var b = K.button("attnlib-lab-head", grid, "head " + (h + 1), "layer " + (l + 1) + ", head " + (h + 1) + ": switched off", function () {
+        /* one name whatever the state (pressed = switched off, aria-pressed says which) */
+        var b = K.button("attnlib-lab-head", grid, "", "switch off layer " + (l + 1) + ", head " + (h + 1), function () {
           var off = api.state().off.map(function (r) { return r.slice(); });
           off[l][h] = off[l][h] ? 0 : 1;
           api.setOff(off);
         });
+        K.plate(b, "head " + (h + 1)); /* readable on the hatch when pressed */
         b.setAttribute("data-layer", l); b.setAttribute("data-head", h);
         headBtns.push(b);
       })(l, h);

@@ -285,11 +285,12 @@
         var row = div("attnlib-llm-switchrow", swBox);
         for (var h = 0; h < c.H; h++) {
           (function (l, h) {
-            var b = K.button("attnlib-lab-head", row, "head " + h, "layer " + l + ", head " + h, function () {
+            var b = K.button("attnlib-lab-head", row, "", "layer " + l + ", head " + h, function () {
               var off = S.off.map(function (r) { return r.slice(); });
               off[l][h] = off[l][h] ? 0 : 1; setOff(off);
             });
             K.toggle(b, !S.off[l][h]);
+            K.plate(b, "head " + h); /* readable on the hatch when pressed */
             b.setAttribute("data-layer", l); b.setAttribute("data-head", h);
           })(S.layer, h);
         }

@@ -157,7 +157,7 @@
       });
       cells.forEach(function (b, c) {
         var i = Math.floor(c / n), j = c % n, ok = r.eff[c];
-        b.textContent = cellText(c, r, w);
+        K.plate(b, cellText(c, r, w)); /* readable on the hatch */
         b.className = "attnlib-mask-cell" + (ok ? " attnlib-mask-ok" : " attnlib-mask-no") + (S.over[c] >= 0 && !hf ? " attnlib-mask-flipped" : "");
         b.setAttribute("aria-label", "query " + x.tokens[i] + ", key " + x.tokens[j] + ": " + (ok ? "may attend" : "blocked") +
           (hf ? " (built by the model from the key's flag)" : ""));
