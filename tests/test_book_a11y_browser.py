@@ -99,6 +99,8 @@ const paint = (e, prop) => {
 for (const r of document.querySelectorAll(arguments[0])) {
   for (const t of r.querySelectorAll('svg text.attnlib-celltext')) {
     if (!t.textContent.trim() || !t.getClientRects().length) continue;
+    t.scrollIntoView({block: 'center', inline: 'center', behavior: 'instant'});  /* hit-testing
+      sees only what is in the viewport */
     const b = t.getBoundingClientRect();
     const cell = document.elementsFromPoint(b.x + b.width / 2, b.y + b.height / 2)
       .find(e => e.tagName === 'rect');
@@ -123,12 +125,13 @@ return {n: n, bad: bad};
 """
 
 
-def check(drv, docname: str, when: str, theme: str, found: list[str]) -> int:
+def check(drv, docname: str, when: str, theme: str, found: list[str], measured: list[int]) -> int:
     drv.execute_script("document.documentElement.dataset.theme = arguments[0]", theme)
     time.sleep(0.2)
     result = scan(drv)
     cells = drv.execute_script(JS_CELLTEXT, ROOTS)
     bad = failures(result) + cells["bad"]
+    measured.append(cells["n"])
     for b in bad:
         found.append(f"{docname} [{theme}, {when}] {b['rule']}: {b['target']} :: {b['why']} :: {b['html']}")
     if bad:
@@ -142,19 +145,21 @@ def test_outputs_pass_axe(laptop, server, html_dir):
     docs = pages_with_outputs(html_dir)
     assert len(docs) >= 12, f"only {docs} hold an output"
     assert AXE.read_text(encoding="utf-8").startswith("/*! axe v4.14.1")
-    found, roots = [], 0
+    found, roots, measured = [], 0, []
     for docname in docs:
         open_page(laptop, server, docname, "light")
         wait_for(lambda: laptop.execute_script(
             "return Array.from(document.querySelectorAll(arguments[0])).every("
             "r => !r.getClientRects().length || r.hasAttribute('data-state'))", ROOTS), timeout=20)
         laptop.execute_script(AXE.read_text(encoding="utf-8"))
-        roots += check(laptop, docname, "drawn", "light", found)
-        check(laptop, docname, "drawn", "dark", found)
+        roots += check(laptop, docname, "drawn", "light", found, measured)
+        check(laptop, docname, "drawn", "dark", found, measured)
         laptop.execute_script(JS_CHANGE, ROOTS)
         time.sleep(0.6)  # a recompute (the live model, the mask's weights) lands
-        check(laptop, docname, "changed", "dark", found)
-        check(laptop, docname, "changed", "light", found)
-    print(f"axe: {len(docs)} pages, {roots} outputs, {len(found)} failures")
+        check(laptop, docname, "changed", "dark", found, measured)
+        check(laptop, docname, "changed", "light", found, measured)
+    print(f"axe: {len(docs)} pages, {roots} outputs, {sum(measured)} cell values measured in "
+          f"SVG heatmaps, {len(found)} failures")
     assert roots >= 20, f"only {roots} outputs were checked"
+    assert sum(measured) >= 100, f"only {sum(measured)} heatmap cell values were measured"
     assert not found, f"{len(found)} accessibility failures:\n" + "\n".join(found)

@@ -167,9 +167,14 @@ window.attnlibKit = window.attnlibKit && window.attnlibKit.version >= 3 ? window
     t = t < 0 ? 0 : t > 1 ? 1 : t;
     return pal[Math.min(255, Math.floor(t * 256))];
   }
+  /* true where white text reads better than black on this fill: WCAG's relative luminance (linear
+     light) below 0.179, where the two contrasts cross; the better of the two is then >= 4.5:1 */
   function isDark(hex) {
-    var r = parseInt(hex.substr(1, 2), 16), g = parseInt(hex.substr(3, 2), 16), b = parseInt(hex.substr(5, 2), 16);
-    return 0.2126 * r + 0.7152 * g + 0.0722 * b < 128;
+    var lin = function (k) {
+      var c = parseInt(hex.substr(k, 2), 16) / 255;
+      return c <= 0.04045 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4);
+    };
+    return 0.2126 * lin(1) + 0.7152 * lin(3) + 0.0722 * lin(5) < 0.179;
   }
   function uid(root) {
     window.__attnlibExplorerCount = (window.__attnlibExplorerCount || 0) + 1;
