@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -51,3 +52,12 @@ def chromium_driver(window: str = "900,1000") -> Iterator[Any]:
     finally:
         d.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def port_open(port: int) -> bool:
+    """Whether a server answers on 127.0.0.1:port (a server started by a test)."""
+    try:
+        socket.create_connection(("127.0.0.1", port), 1).close()
+        return True
+    except OSError:
+        return False

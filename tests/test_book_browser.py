@@ -29,6 +29,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import build_book  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "tests"))
+from _browser import port_open  # noqa: E402
+
 pytestmark = pytest.mark.slow
 
 CHROMIUM = os.environ.get("ATTNLIB_CHROMIUM", "/usr/bin/chromium")
@@ -928,7 +931,7 @@ def jupyterlab(tmp_path_factory):
          "--allow-root", "--LabApp.news_url="],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        up = wait_for(lambda: _port_open(port), timeout=60, interval=0.5)
+        up = wait_for(lambda: port_open(port), timeout=60, interval=0.5)
         assert up, "JupyterLab did not start"
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -949,16 +952,6 @@ def _kernel_language_info(env: dict) -> dict:
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
-
-
-def _port_open(port: int) -> bool:
-    import socket
-
-    try:
-        socket.create_connection(("127.0.0.1", port), 1).close()
-        return True
-    except OSError:
-        return False
 
 
 JS_LAB_STATE = """

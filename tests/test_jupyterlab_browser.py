@@ -32,7 +32,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
-from _browser import chromium_driver, require_browser  # noqa: E402
+from _browser import chromium_driver, port_open, require_browser  # noqa: E402
 
 require_browser()
 
@@ -51,14 +51,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _port_open(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), 1).close()
-        return True
-    except OSError:
-        return False
 
 
 def _jupyter() -> list[str]:
@@ -109,10 +101,10 @@ def lab(tmp_path_factory):
         cwd=LAB_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
-        while not _port_open(port) and time.monotonic() < deadline:
+        while not port_open(port) and time.monotonic() < deadline:
             assert proc.poll() is None, f"jupyter lab exited with {proc.returncode}"
             time.sleep(0.3)
-        assert _port_open(port), "JupyterLab did not start within 60 s"
+        assert port_open(port), "JupyterLab did not start within 60 s"
         yield f"http://127.0.0.1:{port}", token
     finally:
         proc.terminate()
