@@ -37,34 +37,12 @@ window.attnlibWeights = window.attnlibWeights || (function () {
   }
 
   /* ------------------------------------------------------------------ dense (float64) */
-  /* X (T, k) @ W^T for W (n, k): the engine's matmulT four outputs at a time, each its own sum in
-     the same order (the same numbers, bit for bit); every X[t, p] read serves four (2.5-4x faster:
-     the live model's forward pass is mostly this) */
-  function mulT(X, W, T, k, n) {
-    var out = new Float64Array(T * n);
-    for (var t = 0; t < T; t++) {
-      var a = t * k, o = t * n, j = 0;
-      for (; j + 3 < n; j += 4) {
-        var b0 = j * k, b1 = b0 + k, b2 = b1 + k, b3 = b2 + k, s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-        for (var p = 0; p < k; p++) {
-          var x = X[a + p];
-          s0 += x * W[b0 + p]; s1 += x * W[b1 + p]; s2 += x * W[b2 + p]; s3 += x * W[b3 + p];
-        }
-        out[o + j] = s0; out[o + j + 1] = s1; out[o + j + 2] = s2; out[o + j + 3] = s3;
-      }
-      for (; j < n; j++) {
-        var s = 0, b = j * k;
-        for (var q = 0; q < k; q++) s += X[a + q] * W[b + q];
-        out[o + j] = s;
-      }
-    }
-    return out;
-  }
+  /* X (T, k) @ W^T: the engine's product (window.attnlibEngine.matmulT, loaded first) */
   function dense(a, rows, cols) {
     if (a.length !== rows * cols) throw new Error("a dense matrix of " + rows + " x " + cols + " needs " + rows * cols + " numbers, got " + a.length);
     return {
       kind: "f64", rows: rows, cols: cols, nbytes: a.byteLength, data: a,
-      mul: function (X, T) { return mulT(X, a, T, cols, rows); },
+      mul: function (X, T) { return window.attnlibEngine.matmulT(X, a, T, cols, rows); },
       row: function (i) { return a.slice(i * cols, (i + 1) * cols); }
     };
   }
