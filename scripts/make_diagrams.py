@@ -786,6 +786,53 @@ def encoder_decoder() -> Svg:
     return s
 
 
+def encoder_decoder_narrow() -> Svg:
+    """encoder_decoder drawn for a phone (340 px): the encoder above the decoder, K and V
+    running down the right edge from the encoder output into cross-attention."""
+    wide = encoder_decoder()
+    s = Svg("encoder_decoder_narrow", 340, 960, wide.title, wide.desc)
+    cx, kx, vx = 150, 288, 308  # the column's centre; the K and V lines down the right edge
+    s.text(cx, 30, "encoder layer", size=17, weight="bold")
+    s.text(cx, 60, "source “The cat sleeps .”", size=14)
+    s.text(cx, 80, "(B, T_k, C)", size=14, color=MUTED)
+    s.arrow((cx, 88), (cx, 112))
+    s.box(cx, 114, 210, 56, "A", "self-attention", "no mask: all T_k keys", size=16)
+    s.arrow((cx, 172), (cx, 200))
+    s.box(cx, 202, 210, 44, "F", "FFN", size=16)
+    s.arrow((cx, 248), (cx, 276))
+    s.box(cx, 278, 210, 56, "X", "encoder output", "memory (B, T_k, C)", size=16)
+    s.text(cx, 358, "read once per source", size=13, color=MUTED)
+    s.text(cx, 404, "decoder layer", size=17, weight="bold")
+    s.text(cx, 434, "target so far “<bos> Le chat”", size=14)
+    s.text(cx, 454, "(B, T_q, C)", size=14, color=MUTED)
+    s.arrow((cx, 462), (cx, 486))
+    s.box(cx, 488, 210, 56, "A", "masked self-attention", "causal: keys ≤ its position",
+          size=16)
+    s.arrow((cx, 546), (cx, 594))
+    s.text(cx - 8, 582, "Q", size=17, anchor="end", color=COLORS["Q"][0], weight="bold")
+    s.box(cx, 596, 210, 100, "A", "", size=16)
+    s.text(cx, 620, "cross-attention", size=16)
+    s.text(cx, 646, "Q from the decoder,", size=13, color=MUTED)
+    s.text(cx, 664, "K, V from the encoder:", size=13, color=MUTED)
+    s.text(cx, 682, "(B, H, T_q, T_k)", size=13, color=MUTED)
+    s.arrow((cx, 698), (cx, 728))
+    s.box(cx, 730, 210, 44, "F", "FFN", size=16)
+    s.arrow((cx, 776), (cx, 806))
+    s.text(cx, 826, "decoder output (B, T_q, C)", size=14)
+    # memory -> cross-attention: K and V leave the encoder output and enter from the right
+    s.arrow((cx + 105, 298), (kx, 298), (kx, 630), (cx + 107, 630), color=COLORS["K"][0],
+            width=2.4)
+    s.arrow((cx + 105, 318), (vx, 318), (vx, 660), (cx + 107, 660), color=COLORS["V"][0],
+            width=2.4)
+    s.text(kx - 10, 290, "K", size=17, color=COLORS["K"][0], weight="bold", anchor="end")
+    s.text(vx + 8, 346, "V", size=17, color=COLORS["V"][0], weight="bold", anchor="start")
+    s.text(170, 872, "every sublayer: residual connection", size=14, color=MUTED)
+    s.text(170, 892, "+ LayerNorm (omitted here);", size=14, color=MUTED)
+    s.text(170, 918, "each layer is repeated N times", size=14, color=MUTED)
+    s.text(170, 938, "(N = 6 in the 2017 model)", size=14, color=MUTED)
+    return s
+
+
 def shifted_targets() -> Svg:
     window = list("aters cal")
     show = ["␣" if c == " " else c for c in window]
@@ -1563,9 +1610,7 @@ NARROW: dict[str, list[tuple]] = {
                           ("wrap", 550, 625)],
     "pre_post_norm": [("crop", 30, 5, 310, 575), ("rule",), ("crop", 360, 5, 660, 598),
                       ("crop", 30, 610, 470, 650, 0.77)],
-    "encoder_decoder": [("crop", 55, 10, 360, 430, {"drop": [(275, 352), (275, 372)]}),
-                        ("crop", 350, 10, 625, 480, {"drop": [(275, 352), (275, 372)]}),
-                        ("wrap", 485, 535)],
+    "encoder_decoder": [("drawing", encoder_decoder_narrow())],
     "kv_cache": [("crop", 20, 8, 236, 535), ("rule",), ("crop", 244, 8, 454, 535), ("rule",),
                  ("crop", 460, 8, 675, 535), ("wrap", 545, 570)],
     "gqa_heads": [("crop", 8, 12, 232, 340), ("rule",), ("crop", 238, 12, 462, 340), ("rule",),
