@@ -34,9 +34,8 @@ def attend(query: Tensor, key: Tensor, value: Tensor, attn_mask: Optional[Tensor
     """The arithmetic of :func:`scaled_dot_product_attention`, on arguments already checked.
 
     Returns (out (..., Tq, Dv), weights (..., Tq, Tk) or None)."""
-    dead = None
-    if attn_mask is not None:  # rows with no key to see: un-masked (softmax stays finite), zeroed
-        attn_mask, dead = _open_dead_rows(attn_mask)
+    # rows with no key to see ("dead"): un-masked, so softmax stays finite, and zeroed after
+    attn_mask, dead = (None, None) if attn_mask is None else _open_dead_rows(attn_mask)
     if backend != "math" and not need_weights:  # torch's fused kernel: no weights to return
         if attn_mask is not None and (attn_mask.dtype
                                       not in (torch.bool, torch.float32, query.dtype)):
