@@ -85,19 +85,20 @@ _local = threading.local()  # per thread: is a call that checked its arguments r
 def checking() -> bool:
     """Should this call check its arguments? Yes, unless a caller checked them (see
     :class:`trusted`). Under ``torch.compile`` a check is traced once, so it always runs (and the
-    per-thread flag is never read there)."""
-    return torch.compiler.is_compiling() or not getattr(_local, "trusted", False)
+    per-thread flag is never read there). Asked about ten times per decoded token: dynamo's own
+    flag is one Python call, ``is_compiling()`` three."""
+    return torch.compiler.is_dynamo_compiling() or not getattr(_local, "trusted", False)
 
 
 class trusted:
     """``with trusted():`` the calls inside skip their checks: the caller made them at the door."""
 
     def __enter__(self) -> None:
-        if not torch.compiler.is_compiling():
+        if not torch.compiler.is_dynamo_compiling():
             self.before, _local.trusted = getattr(_local, "trusted", False), True
 
     def __exit__(self, *exc: Any) -> None:
-        if not torch.compiler.is_compiling():
+        if not torch.compiler.is_dynamo_compiling():
             _local.trusted = self.before
 
 
