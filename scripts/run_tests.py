@@ -5,7 +5,8 @@
 
 Steps (each a separate pytest run, all run even if one fails; the exit code is 1 if any failed):
   unit       tests/ (the library, the explorer, benchmarks), without the book tests below
-  notebooks  pytest --nbval: every chapter re-run in a fresh kernel, outputs compared
+  notebooks  pytest --nbval: every chapter re-run in a fresh kernel, outputs compared (two
+             chapters at a time on a machine with two cores or more, the slowest first)
   notebooks-default
              the same under ATEN_CPU_CAPABILITY=default (torch's plain CPU kernels, no AVX): an
              output that depends on this CPU's vector units fails here, not on a reader's laptop
@@ -28,6 +29,7 @@ install what it needs. With CI=true nothing is skipped: the step runs and fails.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -57,12 +59,25 @@ def workers() -> list[str]:
     return ["-n", str(min(n, 2))] if n > 1 else []
 
 
+def notebooks_slowest_first() -> list[str]:
+    """The chapters, the longest recorded execution first (benchmarks/results/notebook_times.json):
+    two workers finish together when the long ones start first. "notebooks/" while none exists."""
+    times = ROOT / "benchmarks" / "results" / "notebook_times.json"
+    recorded = json.loads(times.read_text()) if times.exists() else {}
+    paths = sorted((ROOT / "notebooks").glob("*.ipynb"),
+                   key=lambda p: (-recorded.get(p.name, {}).get("seconds", 0.0), p.name))
+    return [str(p.relative_to(ROOT)) for p in paths] or ["notebooks/"]
+
+
 def steps() -> dict[str, list[str]]:
     ignore = [f"--ignore={t}" for t in BOOK_TESTS]
-    # One notebook at a time: each chapter already uses both cores (seed_everything(threads=2)),
-    # and two xdist workers on two cores ran the notebooks four times slower (806 s against 193 s).
-    nbval = [PY, "-m", "pytest", "--nbval", "notebooks/", "--nbval-sanitize-with",
-             "tests/nbval_sanitize.cfg", "--nbval-cell-timeout", "600", *COMMON]
+    # Two chapters at a time (xdist, one worker per notebook file: --dist loadfile), the slowest
+    # recorded first, with OMP_WAIT_POLICY=PASSIVE (see ENV): each kernel's two threads sleep
+    # while they wait instead of spinning against the other kernel's (spinning, two workers were
+    # four times slower than one: 806 s against 193 s).
+    nbval = [PY, "-m", "pytest", "--nbval", *notebooks_slowest_first(), "--nbval-sanitize-with",
+             "tests/nbval_sanitize.cfg", "--nbval-cell-timeout", "600", *COMMON,
+             *workers(), *(["--dist", "loadfile"] if workers() else [])]
     return {
         "unit": [PY, "-m", "pytest", "tests", *ignore, *COMMON, *workers()],
         "notebooks": nbval,
@@ -92,7 +107,8 @@ def counts(output: str) -> dict[str, int]:
     return {}
 
 
-ENV = {"notebooks-default": {"ATEN_CPU_CAPABILITY": "default"}}
+PASSIVE = {"OMP_WAIT_POLICY": "PASSIVE"}  # two kernels share the cores (see steps())
+ENV = {"notebooks": PASSIVE, "notebooks-default": {**PASSIVE, "ATEN_CPU_CAPABILITY": "default"}}
 
 
 def missing_tools(name: str) -> str:

@@ -20,38 +20,21 @@ from pathlib import Path
 
 import pytest
 
+from _axe import JS_CELLTEXT, failures, scan
+from _axe import load as load_axe
 from test_book_browser import (  # noqa: F401  (html_dir, server, laptop: fixtures used below)
     PAGES, ROOT, html_dir, laptop, open_page, server, wait_for)
 
 pytestmark = pytest.mark.slow
 
-AXE = ROOT / "tests" / "vendor" / "axe-core" / "axe.min.js"
 SHOTS = ROOT / "artifacts" / "screenshots" / "a11y"
 ROOTS = "div.attnlib-explorer, div.attnlib-exercise"
-# text contrast, and what a control must say to a screen reader
-RULES = ["color-contrast", "button-name", "label", "select-name", "input-button-name",
-         "aria-valid-attr", "aria-valid-attr-value", "aria-allowed-attr", "aria-required-attr",
-         "aria-command-name", "aria-toggle-field-name", "aria-prohibited-attr", "nested-interactive"]
 
 
 def pages_with_outputs(html_dir: Path) -> list[str]:
     return [d for d in PAGES if re.search(r'class="attnlib-(explorer|exercise)\b',
                                           (html_dir / f"{d}.html").read_text(encoding="utf-8"))]
 
-
-JS_RUN = """
-const done = arguments[arguments.length - 1], rules = arguments[0];
-const roots = Array.from(document.querySelectorAll(arguments[1])).filter(r => r.getClientRects().length);
-if (!roots.length) { done({roots: 0, violations: [], incomplete: []}); return; }
-axe.run(roots,
-        {runOnly: {type: 'rule', values: rules}, resultTypes: ['violations', 'incomplete']})
-  .then(res => {
-    const brief = list => list.flatMap(v => v.nodes.map(n => ({
-      rule: v.id, target: n.target.join(' '), html: n.html.slice(0, 120),
-      why: (n.any.concat(n.all, n.none).map(c => c.message).join('; ')).slice(0, 200)})));
-    done({roots: roots.length, violations: brief(res.violations), incomplete: brief(res.incomplete)});
-  }, err => done({error: String(err)}));
-"""
 
 # one change per output, the kind a reader makes first: select a query row (the bars appear),
 # press one toggle that is not pressed (a head switched off, a mask cell blocked: hatched)
@@ -69,66 +52,10 @@ return n;
 """
 
 
-def scan(drv) -> dict:
-    return drv.execute_async_script(JS_RUN, RULES, ROOTS)
-
-
-# an undecided contrast check that means "text over a pattern": a hatched cell
-HIDDEN_BEHIND = ("background gradient", "background image")
-
-
-def failures(result: dict) -> list[dict]:
-    """axe's violations, and the text whose contrast axe could not measure because it sits on a
-    gradient or an image (a hatch drawn in CSS): such text must sit on a colour of its own."""
-    assert "error" not in result, result.get("error")
-    return result["violations"] + [i for i in result["incomplete"] if i["rule"] == "color-contrast"
-                                   and any(h in i["why"] for h in HIDDEN_BEHIND)]
-
-
-# axe does not read text drawn in SVG over SVG shapes (it cannot see what lies behind it): for the
-# values printed in heatmap cells, each text's colour is measured against what is behind it with
-# axe's own colour arithmetic (axe.commons.color): the cell's fill, or for a hatched cell the text's
-# halo (a stroke painted under it) if it has one, else the hatch's lines.
-JS_CELLTEXT = """
-const C = axe.commons.color, bad = [];
-let n = 0;
-const paint = (e, prop) => {
-  const v = getComputedStyle(e)[prop];
-  return v && v !== 'none' && !v.startsWith('url') ? v : null;
-};
-for (const r of document.querySelectorAll(arguments[0])) {
-  for (const t of r.querySelectorAll('svg text.attnlib-celltext')) {
-    if (!t.textContent.trim() || !t.getClientRects().length) continue;
-    t.scrollIntoView({block: 'center', inline: 'center', behavior: 'instant'});  /* hit-testing
-      sees only what is in the viewport */
-    const b = t.getBoundingClientRect();
-    const cell = document.elementsFromPoint(b.x + b.width / 2, b.y + b.height / 2)
-      .find(e => e.tagName === 'rect');
-    if (!cell) continue;
-    let back = paint(cell, 'fill'), halo = paint(t, 'stroke');
-    if (!back) {  /* a pattern: its lines, unless the text carries a halo of its own */
-      const id = getComputedStyle(cell).fill.match(/#([^"')]+)/);
-      const line = id && document.getElementById(id[1]) && document.getElementById(id[1]).querySelector('line');
-      back = halo && getComputedStyle(t).paintOrder.startsWith('stroke') &&
-        parseFloat(getComputedStyle(t).strokeWidth) >= 2 ? halo : (line ? paint(line, 'stroke') : null);
-    }
-    if (!back) continue;
-    n++;
-    const fg = new C.Color(), bg = new C.Color();
-    fg.parseString(paint(t, 'fill')); bg.parseString(back);
-    const ratio = C.getContrast(bg.alpha < 1 ? C.flattenColors(bg, new C.Color(255, 255, 255, 1)) : bg, fg);
-    if (ratio < 4.5) bad.push({rule: 'svg-cell-text-contrast', target: t.textContent + ' on ' + back,
-                               html: t.outerHTML.slice(0, 120), why: 'contrast ' + ratio.toFixed(2)});
-  }
-}
-return {n: n, bad: bad};
-"""
-
-
 def check(drv, docname: str, when: str, theme: str, found: list[str], measured: list[int]) -> int:
     drv.execute_script("document.documentElement.dataset.theme = arguments[0]", theme)
     time.sleep(0.2)
-    result = scan(drv)
+    result = scan(drv, ROOTS)
     cells = drv.execute_script(JS_CELLTEXT, ROOTS)
     bad = failures(result) + cells["bad"]
     measured.append(cells["n"])
@@ -144,14 +71,13 @@ def test_outputs_pass_axe(laptop, server, html_dir):
     """Each page loaded once: light, dark, one change per output, dark, light."""
     docs = pages_with_outputs(html_dir)
     assert len(docs) >= 12, f"only {docs} hold an output"
-    assert AXE.read_text(encoding="utf-8").startswith("/*! axe v4.14.1")
     found, roots, measured = [], 0, []
     for docname in docs:
         open_page(laptop, server, docname, "light")
         wait_for(lambda: laptop.execute_script(
             "return Array.from(document.querySelectorAll(arguments[0])).every("
             "r => !r.getClientRects().length || r.hasAttribute('data-state'))", ROOTS), timeout=20)
-        laptop.execute_script(AXE.read_text(encoding="utf-8"))
+        load_axe(laptop)
         roots += check(laptop, docname, "drawn", "light", found, measured)
         check(laptop, docname, "drawn", "dark", found, measured)
         laptop.execute_script(JS_CHANGE, ROOTS)

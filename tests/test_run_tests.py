@@ -31,3 +31,22 @@ def test_the_jupyterlab_test_runs_in_the_browser_step() -> None:
     steps = run_tests.steps()
     assert "tests/test_jupyterlab_browser.py" in steps["browser"]
     assert "--ignore=tests/test_jupyterlab_browser.py" in steps["unit"]
+
+
+def test_notebook_steps_run_two_chapters_at_a_time_slowest_first_with_passive_threads() -> None:
+    """Each chapter whole in one worker (--dist loadfile), the longest recorded first, and OpenMP
+    threads that sleep while waiting (spinning, two kernels on two cores ran 4x slower)."""
+    import json
+
+    steps = run_tests.steps()
+    for name in ("notebooks", "notebooks-default"):
+        assert run_tests.ENV[name]["OMP_WAIT_POLICY"] == "PASSIVE"
+        cmd = steps[name]
+        chapters = [c for c in cmd if c.endswith(".ipynb")]
+        assert len(chapters) == len(list((SCRIPT.parents[1] / "notebooks").glob("*.ipynb")))
+        times = json.loads((SCRIPT.parents[1] / "benchmarks/results/notebook_times.json").read_text())
+        seconds = [times.get(Path(c).name, {}).get("seconds", 0.0) for c in chapters]
+        assert seconds == sorted(seconds, reverse=True), chapters
+        if run_tests.workers():
+            assert cmd[cmd.index("--dist") + 1] == "loadfile"
+    assert run_tests.ENV["notebooks-default"]["ATEN_CPU_CAPABILITY"] == "default"

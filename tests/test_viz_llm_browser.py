@@ -35,6 +35,8 @@ try:
     GGUF = attnlib.pretrained.smollm2_path()
 except (ModuleNotFoundError, FileNotFoundError) as e:
     pytest.skip(f"SmolLM2 is not installed: {e}", allow_module_level=True)
+from _axe import JS_CELLTEXT, failures, scan  # noqa: E402
+from _axe import load as load_axe  # noqa: E402
 from _browser import chromium_driver, require_browser  # noqa: E402
 from _viz_pages import EVIL, SHOTS  # noqa: E402
 
@@ -253,6 +255,28 @@ def test_greedy_chat_reply_equals_generate(lab):
     shown = chat.find_elements(By.CSS_SELECTOR, ".attnlib-llm-msg-assistant .attnlib-llm-said")[-1].text
     assert shown == TOK.decode(got).strip()
     d.save_screenshot(str(SHOTS / "llm_chat.png"))
+
+
+def test_the_loaded_lab_passes_axe_light_and_dark(lab):
+    """axe's contrast and control rules (tests/_axe.py, as in test_book_a11y_browser, which sees
+    the book's lab only before its model loads) over the loaded lab, after the tests above have
+    filled its panels: probabilities, attention with a head switched and back, lens, chat."""
+    d, root, _ = lab
+    load_axe(d)
+    found, cells = [], 0
+    for theme in ("light", "dark", "light"):
+        d.execute_script("document.documentElement.dataset.theme = arguments[0]", theme)
+        time.sleep(0.3)
+        result = scan(d, "div.attnlib-llm")
+        svg = d.execute_script(JS_CELLTEXT, "div.attnlib-llm")
+        cells += svg["n"]
+        assert result["roots"] == 1
+        found += [f"[{theme}] {b['rule']}: {b['target']} :: {b['why']} :: {b['html']}"
+                  for b in failures(result) + svg["bad"]]
+    print(f"axe over the loaded lab: {len(found)} failures, {cells} SVG cell values measured")
+    if found:
+        d.save_screenshot(str(SHOTS / "llm_a11y_failure.png"))
+    assert not found, f"{len(found)} accessibility failures:\n" + "\n".join(found)
 
 
 def test_the_plain_javascript_path_equals_attnlib_too(site):
