@@ -339,7 +339,7 @@ def tokenize_pipeline() -> Svg:
             "The text 'The Transformer attends' is split by the WordPiece tokenizer of "
             "all-MiniLM-L6-v2 into six pieces: [CLS], the, transform, ##er, attends, [SEP]. Each "
             "piece is looked up in the vocabulary to give an integer id (101, 1996, 10938, 2121, "
-            "23933, 102). Each id selects one row of the embedding table E of shape (|V|, C), a "
+            "23933, 102). Each id selects one row of the embedding table E of shape (vocab, C), a "
             "vector of C numbers, so T = 6 tokens become a (T, C) matrix X.")
     xs = [152 + i * 98 for i in range(6)]
     mid = (xs[0] + xs[-1]) / 2
@@ -360,7 +360,7 @@ def tokenize_pipeline() -> Svg:
         s.arrow((x, 234), (x, 264))
         s.cells(x - 9, 268, [[c] for c in vector(i, 8, COLORS["X"][0])], cell=18)
     s.text(mid, 186, "the piece's id in the vocabulary", size=14, color=MUTED, halo=True)
-    s.text(mid, 256, "row E[id] of the embedding table E: (|V|, C)", size=14, color=MUTED,
+    s.text(mid, 256, "row E[id] of the embedding table E: (vocab, C)", size=14, color=MUTED,
            halo=True)
     s.text(350, 440, "T = 6 tokens: ids (T,) → token vectors (T, C); a batch: (B, T) → (B, T, C)",
            size=15)
@@ -396,7 +396,7 @@ def embedding_position() -> Svg:
         mixed = [shade(grey, 0.35 + 0.6 * ((k * 5 + j * 3) % 7) / 7) for j in range(6)]
         s.rect(x0 - 4, 242, 104, 24, "none", INK, rx=4, width=1.5)
         s.cells(x0, 246, [mixed])
-    s.text(534, 131, "row of E: (|V|, C)", size=13, anchor="start", color=MUTED)
+    s.text(534, 131, "row of E: (vocab, C)", size=13, anchor="start", color=MUTED)
     s.text(534, 193, "row of P: (max\\_len, C)", size=13, anchor="start", color=MUTED)
     # stack
     s.arrow((350, 276), (350, 300))
@@ -1708,7 +1708,7 @@ def gpt_shapes() -> Svg:
             "attention (Q, K, V of shape (B, H, T, D), weights (B, H, T, T)), added to the "
             "residual stream; then LayerNorm and the feed-forward network (hidden width d_ff), "
             "added to the stream; each block returns (B, T, C). A final LayerNorm and the LM head, "
-            "a C to |V| projection, give logits (B, T, |V|): one score per vocabulary entry at "
+            "a C to vocab projection, give logits (B, T, vocab): one score per vocabulary entry at "
             "every position. Attention communicates between positions, the FFN computes within "
             "each position.")
     cx, stream = 185, "#767676"
@@ -1746,10 +1746,10 @@ def gpt_shapes() -> Svg:
     s.arrow((cx, y), (cx, bottom + 24))
     s.box(cx, bottom + 26, 150, 30, "N", "final LayerNorm", size=14)
     s.arrow((cx, bottom + 58), (cx, bottom + 76))
-    s.box(cx, bottom + 78, 250, 50, "W", "LM head: C → |V|", "logits (B, T, |V|)", size=15)
+    s.box(cx, bottom + 78, 250, 50, "W", "LM head: C → vocab", "logits (B, T, vocab)", size=15)
     # notes beside the parts they explain
-    notes = [(36, ["B batch, T tokens, C = d_{model},", "H heads, D = C/H, |V| vocabulary"]),
-             (82, ["a (|V|, C) table: one row per", "token id, plus its position's vector"]),
+    notes = [(36, ["B batch, T tokens, C = d_{model},", "H heads, D = C/H, vocab entries"]),
+             (82, ["a (vocab, C) table: one row per", "token id, plus its position's vector"]),
              (attn_mid - 10, ["attention: communication", "between positions (along T)"]),
              (attn_mid + 92, ["residual stream (grey): each", "sublayer adds to it, so every",
                               "block keeps (B, T, C)"]),
