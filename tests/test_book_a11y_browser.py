@@ -1,6 +1,7 @@
 """Every explorer and output of the built book, read by a maintained accessibility checker: axe-core
 (tests/vendor/axe-core, for the tests only; never part of a page) run in headless Chromium on each
-page that holds an output (`div.attnlib-explorer`, `div.attnlib-exercise`), in the light and the
+page that holds an output (`div.attnlib-explorer`, `div.attnlib-exercise`, and the book's own
+precomputed slider `div.attnlib-pslider`: its range input's name and value), in the light and the
 dark theme, after the outputs have drawn and again after a click has changed each one (a selected
 row, a pressed toggle: the states that draw hatched cells and pressed buttons).
 
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.slow
 
 AXE = ROOT / "tests" / "vendor" / "axe-core" / "axe.min.js"
 SHOTS = ROOT / "artifacts" / "screenshots" / "a11y"
-ROOTS = "div.attnlib-explorer, div.attnlib-exercise"
+ROOTS = "div.attnlib-explorer, div.attnlib-exercise, div.attnlib-pslider"
 # text contrast, and what a control must say to a screen reader
 RULES = ["color-contrast", "button-name", "label", "select-name", "input-button-name",
          "aria-valid-attr", "aria-valid-attr-value", "aria-allowed-attr", "aria-required-attr",
@@ -35,7 +36,7 @@ RULES = ["color-contrast", "button-name", "label", "select-name", "input-button-
 
 
 def pages_with_outputs(html_dir: Path) -> list[str]:
-    return [d for d in PAGES if re.search(r'class="attnlib-(explorer|exercise)\b',
+    return [d for d in PAGES if re.search(r'class="attnlib-(explorer|exercise|pslider)\b',
                                           (html_dir / f"{d}.html").read_text(encoding="utf-8"))]
 
 
@@ -59,6 +60,12 @@ JS_CHANGE = """
 let n = 0;
 for (const r of document.querySelectorAll(arguments[0])) {
   if (!r.getClientRects().length) continue;
+  if (r.matches('.attnlib-pslider')) {  /* a precomputed slider: its next state */
+    const step = r.querySelector('input.attnlib-pslider-range');
+    step.value = String((+step.value + 1) % (+step.max + 1));
+    step.dispatchEvent(new Event('input', {bubbles: true})); n++;
+    continue;  /* an output in its state is a root of its own */
+  }
   const row = Array.from(r.querySelectorAll('svg.attnlib-plot .attnlib-rowlabel[data-row]'))
     .find(t => t.getAttribute('visibility') !== 'hidden');
   if (row) { row.dispatchEvent(new MouseEvent('click', {bubbles: true})); n++; }
@@ -69,8 +76,14 @@ return n;
 """
 
 
+# what axe reads of a precomputed slider: its control (the name and value of its range input);
+# the outputs in its states are read as roots of their own (an explorer), or not at all (a
+# chapter's own HTML, as elsewhere in the book)
+AXE_ROOTS = ROOTS.replace("div.attnlib-pslider", "div.attnlib-pslider > .attnlib-controls")
+
+
 def scan(drv) -> dict:
-    return drv.execute_async_script(JS_RUN, RULES, ROOTS)
+    return drv.execute_async_script(JS_RUN, RULES, AXE_ROOTS)
 
 
 # an undecided contrast check that means "text over a pattern": a hatched cell
@@ -145,21 +158,23 @@ def test_outputs_pass_axe(laptop, server, html_dir):
     docs = pages_with_outputs(html_dir)
     assert len(docs) >= 12, f"only {docs} hold an output"
     assert AXE.read_text(encoding="utf-8").startswith("/*! axe v4.14.1")
-    found, roots, measured = [], 0, []
+    found, roots, measured, sliders = [], 0, [], 0
     for docname in docs:
         open_page(laptop, server, docname, "light")
         wait_for(lambda: laptop.execute_script(
             "return Array.from(document.querySelectorAll(arguments[0])).every("
             "r => !r.getClientRects().length || r.hasAttribute('data-state'))", ROOTS), timeout=20)
         laptop.execute_script(AXE.read_text(encoding="utf-8"))
+        sliders += laptop.execute_script("return document.querySelectorAll('div.attnlib-pslider').length")
         roots += check(laptop, docname, "drawn", "light", found, measured)
         check(laptop, docname, "drawn", "dark", found, measured)
         laptop.execute_script(JS_CHANGE, ROOTS)
         time.sleep(0.6)  # a recompute (the live model, the mask's weights) lands
         check(laptop, docname, "changed", "dark", found, measured)
         check(laptop, docname, "changed", "light", found, measured)
-    print(f"axe: {len(docs)} pages, {roots} outputs, {sum(measured)} cell values measured in "
-          f"SVG heatmaps, {len(found)} failures")
+    print(f"axe: {len(docs)} pages, {roots} outputs ({sliders} precomputed sliders), "
+          f"{sum(measured)} cell values measured in SVG heatmaps, {len(found)} failures")
+    assert sliders >= 1, "no precomputed slider (div.attnlib-pslider) was checked"
     assert roots >= 20, f"only {roots} outputs were checked"
     assert sum(measured) >= 100, f"only {sum(measured)} heatmap cell values were measured"
     assert not found, f"{len(found)} accessibility failures:\n" + "\n".join(found)
