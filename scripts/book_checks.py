@@ -35,8 +35,9 @@
    two copies of the attention engine and the drawing kit. On the book's page only the first copy
    of each shared file stays: the libraries (``LIBRARY_JS``: files that only define a global, e.g.
    ``window.attnlibEngine``) and the stylesheets; scripts run in page order, so a later output finds
-   them defined. An output's own start-up script stays with it. Outputs inside widget state
-   (a slider's states) are not touched: they keep their copies.
+   them defined. An output's own start-up script stays with it. A precomputed slider's states,
+   drawn as the page's HTML (10. below), share them too; outputs inside the state of a live
+   widget are not touched: they keep their copies.
 8. ``compact_widget_state``: the stored widget state, as the page carries it, without the entries
    the widget manager fills in itself (a Layout's unset CSS properties, a widget's null
    ``tooltip``/``tabbable``/``_view_count`` and empty ``_dom_classes``), written without spaces.
@@ -44,6 +45,15 @@
 9. ``OutputFiguresFillTheColumn``: a matplotlib figure in an output grows from half its pixels
    (IPython's retina size) towards the column's width (half of it for figures side by side, two
    to a row), up to 1.6x that size (GROWTH).
+10. ``PrecomputedSliders`` / ``drop_unused_widget_manager``: a precomputed slider
+   (``attnlib.viz.precomputed_slider``: a VBox of a SelectionSlider ``jslink``ed to a Stack of
+   Output widgets) only picks among states stored in the notebook, so on the book's page it is
+   drawn as plain HTML from that stored state: a labelled ``<input type=range>`` with its value
+   beside it (the explorers' look, book/_static/book.css) over the states, one shown, and a few
+   lines of script (scripts/precomputed_slider.js) that show the state of the slider's value. The
+   notebook keeps its widget for JupyterLab and Colab. A page left with no widget view drops the
+   widget state and the widget manager (html-manager/embed.js, 1.9 MB, and its shim); a page
+   with a live widget keeps them.
 """
 from __future__ import annotations
 
@@ -486,11 +496,176 @@ class OutputFiguresFillTheColumn(SphinxPostTransform):
                 img.attributes.pop("height", None)
 
 
+# ----------------------------------------------------------------- precomputed sliders as HTML
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+_VIEW_SCRIPT = re.compile(r'<script type="application/vnd\.jupyter\.widget-view\+json">(.*?)'
+                          r'</script>', re.S)
+PSLIDER_JS = Path(__file__).resolve().parent / "precomputed_slider.js"
+
+
+def _ref(value) -> str | None:
+    return value[len("IPY_MODEL_"):] if isinstance(value, str) and value.startswith("IPY_MODEL_") \
+        else None
+
+
+def precomputed_slider_parts(state: dict, model_id: str) -> dict | None:
+    """What the page needs to draw the stored widget ``model_id`` without the widget manager,
+    when it is a precomputed slider: a VBox of a SelectionSlider and a Stack of Output widgets,
+    the slider's index ``jslink``ed to the Stack's selected_index, one output per option.
+    Returns {description, labels, index, states: [[output, ...] per label]}, or None for any
+    other widget (which keeps the widget manager)."""
+    models = state.get("state", state) if "state" in state else state
+    box = models.get(model_id)
+    if not box or box.get("model_name") != "VBoxModel":
+        return None
+    kids = [_ref(c) for c in box.get("state", {}).get("children", [])]
+    if len(kids) != 2 or None in kids:
+        return None
+    slider, stack = models.get(kids[0]), models.get(kids[1])
+    if not slider or not stack or slider.get("model_name") != "SelectionSliderModel" \
+            or stack.get("model_name") != "StackModel":
+        return None
+    ends = {(kids[0], "index"), (kids[1], "selected_index")}
+    linked = any(m.get("model_name") == "LinkModel" and
+                 {(_ref(e[0]), e[1]) for e in (m["state"].get("source"), m["state"].get("target"))
+                  if isinstance(e, list) and len(e) == 2} == ends for m in models.values())
+    if not linked:
+        return None
+    s = slider.get("state", {})
+    labels = [str(x) for x in s.get("_options_labels", [])]
+    outs = [models.get(_ref(c) or "") for c in stack.get("state", {}).get("children", [])]
+    if not labels or len(outs) != len(labels) or \
+            any(not o or o.get("model_name") != "OutputModel" for o in outs):
+        return None
+    index = s.get("index")
+    index = index if isinstance(index, int) and 0 <= index < len(labels) else 0
+    return {"description": str(s.get("description") or "value"), "labels": labels, "index": index,
+            "states": [list(o.get("state", {}).get("outputs", []) or []) for o in outs]}
+
+
+def _joined(value) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def _state_html(outputs: list[dict], alt: str) -> str:
+    """One state's outputs as HTML: a figure as an <img> (its stored PNG, at its stored size, no
+    wider than the column), HTML as it is, text in a <pre>."""
+    import html as _html
+
+    parts = []
+    for out in outputs:
+        data, meta = out.get("data", {}) or {}, out.get("metadata", {}) or {}
+        if out.get("output_type") == "stream":
+            parts.append(f'<pre class="attnlib-pslider-text">{_html.escape(_joined(out.get("text", "")))}</pre>')
+        elif "image/png" in data:
+            size = meta.get("image/png", {}) or {}
+            dims = "".join(f' {k}="{int(size[k])}"' for k in ("width", "height")
+                           if isinstance(size.get(k), (int, float)))
+            png = _joined(data["image/png"]).replace("\n", "")
+            parts.append(f'<img src="data:image/png;base64,{png}"{dims} '
+                         f'alt="{_html.escape(alt, quote=True)}">')
+        elif "text/html" in data:
+            # the classes of a cell's HTML output: the theme's dark-mode card (dark text on a
+            # light card) for plain HTML, none for an attnlib output (explorer.css)
+            parts.append(f'<div class="output text_html attnlib-pslider-html">'
+                         f'{_joined(data["text/html"])}</div>')
+        elif "text/plain" in data:
+            parts.append(f'<pre class="attnlib-pslider-text">{_html.escape(_joined(data["text/plain"]))}</pre>')
+    return "".join(parts)
+
+
+def precomputed_slider_html(parts: dict, uid: str, alt: str = "", script: bool = True) -> str:
+    """The slider of ``parts`` (precomputed_slider_parts) as the book's own HTML: a labelled
+    range input (keyboard: arrows, Home/End) whose value is said beside it and in its
+    aria-valuetext, over one block per state, all but the chosen one hidden."""
+    import html as _html
+
+    esc = lambda t: _html.escape(str(t), quote=True)  # noqa: E731
+    name, labels, index = parts["description"], parts["labels"], parts["index"]
+    states = []
+    for k, (label, outputs) in enumerate(zip(labels, parts["states"])):
+        state_alt = f"{alt} (shown: {name} {label})" if alt else f"{name} {label}"
+        states.append(f'<div class="attnlib-pslider-state" data-label="{esc(label)}"'
+                      f'{"" if k == index else " hidden"}>{_state_html(outputs, state_alt)}</div>')
+    js = f"<script>{PSLIDER_JS.read_text(encoding='utf-8')}</script>" if script else ""
+    return (f'<div class="attnlib-pslider" id="{esc(uid)}" data-state="{esc(labels[index])}">'
+            f'<div class="attnlib-controls"><label class="attnlib-control"><span>{esc(name)}</span>'
+            f'<input type="range" class="attnlib-pslider-range" min="0" max="{len(labels) - 1}" '
+            f'step="1" value="{index}" aria-label="{esc(name)}" '
+            f'aria-valuetext="{esc(f"{name} {labels[index]}")}">'
+            f'<output class="attnlib-pslider-value">{esc(labels[index])}</output></label></div>'
+            f'<div class="attnlib-pslider-states">{"".join(states)}</div></div>{js}')
+
+
+_STATE_CACHE: dict[str, tuple[float, dict, list]] = {}
+
+
+def _notebook(path: Path) -> tuple[dict, list]:
+    """(stored widget state, cells) of a notebook, read once per change."""
+    key, mtime = str(path), path.stat().st_mtime
+    if key not in _STATE_CACHE or _STATE_CACHE[key][0] != mtime:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        state = nb.get("metadata", {}).get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+        _STATE_CACHE[key] = (mtime, state, nb.get("cells", []))
+    return _STATE_CACHE[key][1], _STATE_CACHE[key][2]
+
+
+class PrecomputedSliders(SphinxPostTransform):
+    """Each precomputed slider's widget view becomes the book's own HTML (see the docstring)."""
+
+    default_priority = 205  # before SharedOutputAssets: the states' shared files, once a page
+    formats = ("html",)
+
+    def run(self, **kwargs) -> None:
+        path = Path(self.env.doc2path(self.env.docname))
+        if path.suffix != ".ipynb":
+            return
+        raws = [r for r in self.document.findall(nodes.raw) if WIDGET_VIEW in r.astext()]
+        if not raws:
+            return
+        state, cells = _notebook(path)
+        script = True
+        for n, raw in enumerate(raws):
+            m = _VIEW_SCRIPT.fullmatch(raw.astext().strip())
+            if not m:
+                continue
+            parts = precomputed_slider_parts(state, json.loads(m.group(1)).get("model_id", ""))
+            if parts is None:
+                continue
+            cell = raw.parent
+            while cell is not None and cell.get("nb_element") != "cell_code":
+                cell = cell.parent
+            meta = (cell.get("cell_metadata") or {}) if cell is not None else {}
+            alt = ((meta.get("mystnb") or {}).get("image") or {}).get("alt", "")
+            uid = f"attnlib-pslider-{n}"
+            raw.replace_self(nodes.raw("", precomputed_slider_html(parts, uid, alt, script),
+                                       format="html"))
+            script = False  # one copy of the script a page
+
+
+def drop_unused_widget_manager(app, pagename, templatename, context, doctree) -> None:
+    """A page whose widget views are all gone (drawn by PrecomputedSliders) loads neither the
+    widget state nor the widget manager and its shim."""
+    if WIDGET_VIEW in context.get("body", ""):
+        return
+    manager = set(app.config.nb_ipywidgets_js or {})
+    files = context.get("script_files") or []
+    keep = []
+    for asset in files:
+        attrs = getattr(asset, "attributes", None) or {}
+        name = str(getattr(asset, "filename", None) or "").removeprefix("_static/")
+        if attrs.get("type") == WIDGET_STATE or (name and name in manager):
+            continue
+        keep.append(asset)
+    files[:] = keep
+
+
 def setup(app):
     app.add_transform(SetupCellAfterIntro)
     app.add_transform(ChapterOpener)
     app.add_transform(NarrowDiagrams)
     app.add_post_transform(DiagramPictures)
+    app.add_post_transform(PrecomputedSliders)
     app.add_post_transform(SharedOutputAssets)
     app.add_post_transform(OutputFiguresFillTheColumn)
     app.add_css_file(ICONS_CSS)
@@ -499,4 +674,5 @@ def setup(app):
     app.connect("source-read", check_notebook)
     app.connect("html-page-context", drop_thebe_assets, priority=900)
     app.connect("html-page-context", compact_widget_assets, priority=900)
+    app.connect("html-page-context", drop_unused_widget_manager, priority=901)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

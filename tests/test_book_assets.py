@@ -94,3 +94,79 @@ def test_widget_state_is_compacted_to_what_the_defaults_do_not_restore():
     assert {k: m["model_name"] for k, m in out["state"].items()} == {"a": "LayoutModel",
                                                                     "b": "IntSliderModel"}
     assert state["state"]["a"]["state"]["height"] is None  # the input is left as it was
+
+
+def _slider_state(link: bool = True, kind: str = "OutputModel") -> dict:
+    ctl = "@jupyter-widgets/controls"
+    png = {"output_type": "display_data", "data": {"image/png": "iVBORw0K", "text/plain": "<Figure>"},
+           "metadata": {"image/png": {"width": 320, "height": 240}}}
+    html = {"output_type": "display_data", "data": {"text/html": "<b>two</b>", "text/plain": ""},
+            "metadata": {}}
+    state = {
+        "box": {"model_name": "VBoxModel", "model_module": ctl,
+                "state": {"children": ["IPY_MODEL_sl", "IPY_MODEL_st"]}},
+        "sl": {"model_name": "SelectionSliderModel", "model_module": ctl,
+               "state": {"_options_labels": ["1", "2"], "index": 1, "description": "d <k>"}},
+        "st": {"model_name": "StackModel", "model_module": ctl,
+               "state": {"children": ["IPY_MODEL_o1", "IPY_MODEL_o2"], "selected_index": 1}},
+        "o1": {"model_name": kind, "model_module": "@jupyter-widgets/output",
+               "state": {"outputs": [png]}},
+        "o2": {"model_name": kind, "model_module": "@jupyter-widgets/output",
+               "state": {"outputs": [html]}},
+    }
+    if link:
+        state["ln"] = {"model_name": "LinkModel", "model_module": ctl,
+                       "state": {"source": ["IPY_MODEL_sl", "index"],
+                                 "target": ["IPY_MODEL_st", "selected_index"]}}
+    return state
+
+
+def test_precomputed_slider_is_read_from_the_stored_widget_state():
+    """The book draws a precomputed slider itself (PrecomputedSliders) only when the stored state
+    is one: a VBox of a SelectionSlider jslinked to a Stack of Output widgets, one per option;
+    any other widget (no link: the kernel moves it) keeps the widget manager."""
+    parts = book_checks.precomputed_slider_parts(_slider_state(), "box")
+    assert parts["labels"] == ["1", "2"] and parts["index"] == 1 and parts["description"] == "d <k>"
+    assert [o[0]["data"].get("text/html") for o in parts["states"]] == [None, "<b>two</b>"]
+    assert book_checks.precomputed_slider_parts(_slider_state(link=False), "box") is None
+    assert book_checks.precomputed_slider_parts(_slider_state(kind="HTMLModel"), "box") is None
+    assert book_checks.precomputed_slider_parts(_slider_state(), "sl") is None
+
+
+def test_precomputed_slider_html_is_a_labelled_range_over_the_states():
+    parts = book_checks.precomputed_slider_parts(_slider_state(), "box")
+    html = book_checks.precomputed_slider_html(parts, "s0", alt="A chart.")
+    assert '<input type="range" class="attnlib-pslider-range" min="0" max="1" step="1" value="1" ' \
+           'aria-label="d &lt;k&gt;" aria-valuetext="d &lt;k&gt; 2">' in html
+    assert '<output class="attnlib-pslider-value">2</output>' in html
+    # the state it opens on is shown, the other hidden; a figure keeps its stored size and alt
+    assert '<div class="attnlib-pslider-state" data-label="1" hidden><img src="data:image/png;' \
+           'base64,iVBORw0K" width="320" height="240" alt="A chart. (shown: d &lt;k&gt; 1)">' in html
+    assert '<div class="attnlib-pslider-state" data-label="2"><div class="output text_html ' \
+           'attnlib-pslider-html">' \
+           '<b>two</b></div></div>' in html
+    assert html.count("<script>") == 1 and "attnlibPSlider" in html
+    assert "<script>" not in book_checks.precomputed_slider_html(parts, "s1", script=False)
+
+
+def test_the_widget_manager_stays_only_where_a_widget_view_is_left():
+    """drop_unused_widget_manager: a page with a widget view left (a live widget) keeps the widget
+    state, the shim and html-manager/embed.js; a page with none drops exactly those three."""
+    from types import SimpleNamespace
+
+    from sphinx.builders.html._assets import _JavaScript
+
+    app = SimpleNamespace(config=SimpleNamespace(nb_ipywidgets_js={
+        "widgets-shim.js": {}, "html-manager/embed.js": {"data-jupyter-widgets-cdn": "x"}}))
+
+    def files():
+        return [_JavaScript("_static/book.js"),
+                _JavaScript(None, type=book_checks.WIDGET_STATE, body="{}"),
+                _JavaScript("_static/widgets-shim.js"), _JavaScript("_static/html-manager/embed.js")]
+
+    live = {"body": f'<script type="{book_checks.WIDGET_VIEW}">{{}}</script>', "script_files": files()}
+    book_checks.drop_unused_widget_manager(app, "p", "t", live, None)
+    assert len(live["script_files"]) == 4
+    gone = {"body": '<div class="attnlib-pslider"></div>', "script_files": files()}
+    book_checks.drop_unused_widget_manager(app, "p", "t", gone, None)
+    assert [a.filename for a in gone["script_files"]] == ["_static/book.js"]

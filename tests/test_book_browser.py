@@ -257,11 +257,45 @@ def test_page_math_typeset(driver, page):
     assert not dollars, f"{docname}: widget labels with untypeset $...$: {dollars}"
 
 
+# What a precomputed slider shows: the states not hidden, and each one's pictures and text.
+JS_PSLIDER_SHOWN = """
+const root = arguments[0];
+const states = Array.from(root.querySelector('.attnlib-pslider-states').children);
+return states.map((s, k) => [k, s.getAttribute('data-label')]).filter(([k]) => !states[k].hidden
+    && states[k].getClientRects().length).map(([k, label]) => [k, label,
+    Array.from(states[k].querySelectorAll('img')).map(i => i.src.length + ':' + i.src.slice(-80)).join(' ')
+    + '|' + states[k].innerText.slice(0, 400)]);
+"""
+
+
 def test_page_widget_sliders_move(driver, page):
+    """Every slider of the page moves with the keyboard and changes what it shows: the book's own
+    precomputed sliders (scripts/book_checks.py, PrecomputedSliders: a range input over the stored
+    states) and any live ipywidgets slider still drawn by the widget manager."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
     docname = page[0]
+    for k, root in enumerate(driver.find_elements(By.CSS_SELECTOR, "div.attnlib-pslider")):
+        label = f"{docname}__pslider{k}"
+        r = root.find_element(By.CSS_SELECTOR, "input.attnlib-pslider-range")
+        driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", root)
+        before = driver.execute_script(JS_PSLIDER_SHOWN, root)
+        assert len(before) == 1 and before[0][2].strip("| "), f"{label}: shows {before}"
+        shot(root, f"{label}_before")
+        value = r.get_attribute("value")
+        driver.execute_script("arguments[0].focus();", r)
+        r.send_keys(Keys.ARROW_RIGHT)
+        if r.get_attribute("value") == value:
+            r.send_keys(Keys.ARROW_LEFT)
+        assert r.get_attribute("value") != value, f"{label}: the slider did not move"
+        after = driver.execute_script(JS_PSLIDER_SHOWN, root)
+        shot(root, f"{label}_after")
+        assert len(after) == 1 and after[0][0] == int(r.get_attribute("value")), \
+            f"{label}: value {r.get_attribute('value')} shows states {[a[:2] for a in after]}"
+        assert after[0][2] != before[0][2], f"{label}: moving the slider changed nothing visible"
+        assert root.find_element(By.CSS_SELECTOR, "output").text == after[0][1], \
+            f"{label}: the read-out does not say the value {after[0][1]!r}"
     sliders = driver.find_elements(By.CSS_SELECTOR, ".widget-subarea .widget-slider")
     for k, slider in enumerate(sliders):
         label = f"{docname}__slider{k}"
@@ -396,12 +430,9 @@ DEFAULT_TEXT_PX = 10 * 100 / 72  # matplotlib's 10 pt at 100 dpi, for a PNG with
 # yet (their notebooks need re-executing with scripts/execute_notebooks.py, or a figure drawn
 # narrower: see the issue-36 report). A listed page that passes is fine (the list may shrink).
 AWAITING_FIGURES: dict[str, str] = {}
-AWAITING_WEIGHT: dict[str, str] = {
-    # the book keeps one copy per page of the current shared scripts and styles only: the stored
-    # outputs, executed before the shared DOM kit (issue 43), each keep their older kit.js,
-    # explorer.css, vectors.js and heatmap_keys.js until the chapter is re-executed (4.05 MB)
-    "notebooks/04_scaled_dot_product_attention": "older shared scripts in its stored outputs (re-execute)",
-}
+# (chapter 4, listed here at 4.05 MB, loads 1.99 MB since its precomputed sliders are the book's
+# own HTML and the page no longer loads the 1.9 MB widget manager)
+AWAITING_WEIGHT: dict[str, str] = {}
 
 
 def _png_metadata() -> dict[str, dict]:
@@ -788,6 +819,76 @@ def test_dark_theme_figures_follow(size, phone, laptop, server, docname):
                 shot36(drv, f"{theme}_{docname.replace('/', '_')}_{size[0]}")
     assert all(v > 0.85 for v in lum["light"]), f"{docname}: light figures {lum['light']}"
     assert all(v < 0.25 for v in lum["dark"]), f"{docname}: dark figures stay light {lum['dark']}"
+
+
+# ------------------------------------------------------------------------ precomputed slider
+PSLIDER_PAGE = "notebooks/02_embeddings_positions"
+
+
+def _stored_slider(docname: str) -> dict:
+    """The first precomputed slider of a chapter, as its notebook stored it (labels, the state it
+    opens on, each state's outputs), read by the book's own reader of widget state."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import book_checks
+
+    nb = json.loads((ROOT / f"{docname}.ipynb").read_text(encoding="utf-8"))
+    state = nb["metadata"]["widgets"][book_checks.WIDGET_STATE]["state"]
+    views = [o["data"][book_checks.WIDGET_VIEW]["model_id"] for c in nb["cells"]
+             for o in c.get("outputs", []) if book_checks.WIDGET_VIEW in o.get("data", {})]
+    parts = [p for p in (book_checks.precomputed_slider_parts(state, v) for v in views) if p]
+    assert parts, f"{docname}: no precomputed slider in the notebook"
+    return parts[0]
+
+
+@pytest.mark.skipif(PSLIDER_PAGE not in PAGES, reason="chapter 2 is not in this table of contents")
+@pytest.mark.parametrize("size", [PHONE, LAPTOP], ids=["390", "1280"])
+def test_precomputed_slider_shows_the_stored_state(size, phone, laptop, server):
+    """Chapter 2's precomputed slider, drawn by the book without the widget manager: moved with the
+    keyboard (ArrowRight) and set to a value (the last), it shows exactly the notebook's stored
+    picture of that value (the PNG of the Stack's output for it) and says the value beside the
+    slider and to a screen reader; the picture fits the column."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    drv = phone if size == PHONE else laptop
+    stored = _stored_slider(PSLIDER_PAGE)
+    labels, name = stored["labels"], stored["description"]
+    pngs = [["data:image/png;base64," + "".join(o["data"]["image/png"]).replace("\n", "")
+             for o in outs if "image/png" in o.get("data", {})] for outs in stored["states"]]
+    assert all(pngs) and len(set(map(tuple, pngs))) == len(labels), "states without distinct figures"
+    open_page(drv, server, PSLIDER_PAGE)
+    names = drv.execute_script("return performance.getEntriesByType('resource').map(r => r.name)")
+    assert not any("html-manager" in n for n in names), "the widget manager was loaded"
+    root = drv.find_element(By.CSS_SELECTOR, "div.attnlib-pslider")
+    r = root.find_element(By.CSS_SELECTOR, "input.attnlib-pslider-range")
+    assert r.get_attribute("aria-label") == name and r.get_attribute("max") == str(len(labels) - 1)
+
+    def check(k: int, how: str) -> None:
+        shown = [img for img in root.find_elements(By.CSS_SELECTOR, "img") if img.is_displayed()]
+        assert shown, f"{how}: no picture shown"
+        srcs = [img.get_attribute("src") for img in shown]
+        which = [next((j for j, st in enumerate(pngs) if src in st), "?") for src in srcs]
+        assert srcs == pngs[k], (f"{how}: the pictures shown are not the stored state "
+                                 f"{labels[k]!r} (they are of states {which})")
+        assert r.get_attribute("value") == str(k), f"{how}: value {r.get_attribute('value')}"
+        assert root.find_element(By.CSS_SELECTOR, "output").text == labels[k], f"{how}: read-out"
+        assert r.get_attribute("aria-valuetext") == f"{name} {labels[k]}", f"{how}: aria-valuetext"
+        right = drv.execute_script("return Math.max(...arguments[0].map(i => "
+                                   "i.getBoundingClientRect().right))", shown)
+        assert right <= size[0], f"{how}: the picture ends at {right} px, past the {size[0]} px screen"
+
+    start = stored["index"]
+    check(start, "opened")
+    drv.execute_script("arguments[0].scrollIntoView({block: 'center'}); arguments[0].focus();", r)
+    r.send_keys(Keys.ARROW_RIGHT)
+    check(start + 1, "ArrowRight")
+    shot36(drv, f"pslider_{PSLIDER_PAGE.replace('/', '_')}_{size[0]}_arrow")
+    last = len(labels) - 1
+    drv.execute_script("arguments[0].value = arguments[1];"
+                       "arguments[0].dispatchEvent(new Event('input', {bubbles: true}));", r, last)
+    check(last, f"value set to {last}")
+    r.send_keys(Keys.HOME)
+    check(0, "Home")
 
 
 # ----------------------------------------------------------------------------------- weight

@@ -135,8 +135,7 @@ def test_chapter_numbers_match_the_notebook_files(html_dir):
 def test_pages_carry_each_shared_output_asset_once(html_dir):
     """Chapter 4 shows two vector explorers: the page holds one copy of the attention engine, the
     kit, the explorer's script and the stylesheets (scripts/book_checks.py), and both explorers'
-    own start-up scripts and payloads. Its widget state leaves out what the widget manager's
-    defaults restore."""
+    own start-up scripts and payloads."""
     sys.path.insert(0, str(ROOT / "scripts"))
     import book_checks
 
@@ -155,6 +154,52 @@ def test_pages_carry_each_shared_output_asset_once(html_dir):
     for name in ("engine.js", "kit.js", "vectors.js", "explorer.css", "kit.css", "vectors.css"):
         body = (book_checks.VIZ / name).read_text(encoding="utf-8")
         assert text.count(body) == 1, f"{name}: {text.count(body)} copies on the page"
-    state = re.search(r'<script type="application/vnd.jupyter.widget-state\+json">(.*?)</script>',
-                      text, re.S)
-    assert state and not re.search(r'"(border_top|tooltip)":\s*null', state.group(1))
+    # its two sliders are the book's own HTML now (test_precomputed_sliders_load_no_widget_manager):
+    # the page carries no widget state (the compaction of a live widget's state is unit-tested in
+    # tests/test_book_assets.py)
+    assert text.count('class="attnlib-pslider"') == 2
+    assert "application/vnd.jupyter.widget-state+json" not in text
+
+
+VIEW = "application/vnd.jupyter.widget-view+json"
+MANAGER = ("html-manager/embed.js", "widgets-shim.js", "application/vnd.jupyter.widget-state+json")
+
+
+def _widget_views(nb: dict) -> list[str]:
+    return [o["data"][VIEW]["model_id"] for c in nb.get("cells", [])
+            for o in c.get("outputs", []) or [] if VIEW in (o.get("data") or {})]
+
+
+def test_precomputed_sliders_load_no_widget_manager(html_dir):
+    """A precomputed slider (attnlib.viz.precomputed_slider) is drawn on the book's page as the
+    book's own HTML (scripts/book_checks.py, PrecomputedSliders): a page whose widgets are all
+    such sliders carries no widget view, no widget state, and neither the widget manager
+    (html-manager/embed.js, 1.9 MB) nor its shim; a page with any other widget keeps them."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import json
+
+    import book_checks
+
+    checked = 0
+    for doc in build_book.toc_docnames(TOC):
+        source = build_book.source_of(doc)
+        if source is None or source.suffix != ".ipynb":
+            continue
+        nb = json.loads(source.read_text(encoding="utf-8"))
+        views = _widget_views(nb)
+        if not views:
+            continue
+        state = nb["metadata"]["widgets"][book_checks.WIDGET_STATE]["state"]
+        sliders = [v for v in views if book_checks.precomputed_slider_parts(state, v)]
+        text = (html_dir / f"{doc}.html").read_text(encoding="utf-8")
+        drawn = text.count('class="attnlib-pslider"')
+        assert drawn == len(sliders), f"{doc}: {len(sliders)} precomputed sliders, {drawn} drawn"
+        if len(sliders) == len(views):
+            loaded = [m for m in MANAGER if m in text]
+            assert not loaded, f"{doc}: only precomputed sliders, yet the page carries {loaded}"
+            assert VIEW not in text, f"{doc}: a widget view is left on the page"
+            checked += 1
+        else:
+            assert all(m in text for m in MANAGER), f"{doc}: a live widget without the manager"
+    print(f"{checked} pages with precomputed sliders only, none loads the widget manager")
+    assert checked >= 1
