@@ -37,29 +37,41 @@ window.attnlibWeights = window.attnlibWeights || (function () {
   }
 
   /* ------------------------------------------------------------------ dense (float64) */
-  /* X (T, k) @ W^T for W (n, k): the engine's matmulT four outputs at a time, each its own sum in
-     the same order (the same numbers, bit for bit); every X[t, p] read serves four (2.5-4x faster:
-     the live model's forward pass is mostly this) */
+  /* X (T, k) @ W^T for W (n, k): the engine's matmulT four outputs of two rows at a time, each its
+     own sum in the same order (the same numbers, bit for bit); every W[j, p] read serves two rows
+     and every X[t, p] read four outputs (the live model's forward pass is mostly this) */
   function mulT(X, W, T, k, n) {
-    var out = new Float64Array(T * n);
-    for (var t = 0; t < T; t++) {
-      var a = t * k, o = t * n, j = 0;
-      for (; j + 3 < n; j += 4) {
-        var b0 = j * k, b1 = b0 + k, b2 = b1 + k, b3 = b2 + k, s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-        for (var p = 0; p < k; p++) {
-          var x = X[a + p];
-          s0 += x * W[b0 + p]; s1 += x * W[b1 + p]; s2 += x * W[b2 + p]; s3 += x * W[b3 + p];
+    var out = new Float64Array(T * n), t = 0, j, p;
+    for (; t + 1 < T; t += 2) {
+      var a = t * k, a1 = a + k, o = t * n, o1 = o + n;
+      for (j = 0; j + 3 < n; j += 4) {
+        var b0 = j * k, b1 = b0 + k, b2 = b1 + k, b3 = b2 + k;
+        var s0 = 0, s1 = 0, s2 = 0, s3 = 0, r0 = 0, r1 = 0, r2 = 0, r3 = 0;
+        for (p = 0; p < k; p++) {
+          var x = X[a + p], y = X[a1 + p], w0 = W[b0 + p], w1 = W[b1 + p], w2 = W[b2 + p], w3 = W[b3 + p];
+          s0 += x * w0; s1 += x * w1; s2 += x * w2; s3 += x * w3;
+          r0 += y * w0; r1 += y * w1; r2 += y * w2; r3 += y * w3;
         }
         out[o + j] = s0; out[o + j + 1] = s1; out[o + j + 2] = s2; out[o + j + 3] = s3;
+        out[o1 + j] = r0; out[o1 + j + 1] = r1; out[o1 + j + 2] = r2; out[o1 + j + 3] = r3;
       }
-      for (; j < n; j++) {
-        var s = 0, b = j * k;
-        for (var q = 0; q < k; q++) s += X[a + q] * W[b + q];
-        out[o + j] = s;
+      for (; j < n; j++) { rest(X, W, a, j * k, k, out, o + j); rest(X, W, a1, j * k, k, out, o1 + j); } /* the last n % 4 */
+    }
+    for (; t < T; t++) { /* an odd last row: four outputs at a time */
+      var c = t * k, q = t * n;
+      for (j = 0; j + 3 < n; j += 4) {
+        var e0 = j * k, e1 = e0 + k, e2 = e1 + k, e3 = e2 + k, u0 = 0, u1 = 0, u2 = 0, u3 = 0;
+        for (p = 0; p < k; p++) {
+          var z = X[c + p];
+          u0 += z * W[e0 + p]; u1 += z * W[e1 + p]; u2 += z * W[e2 + p]; u3 += z * W[e3 + p];
+        }
+        out[q + j] = u0; out[q + j + 1] = u1; out[q + j + 2] = u2; out[q + j + 3] = u3;
       }
+      for (; j < n; j++) rest(X, W, c, j * k, k, out, q + j);
     }
     return out;
   }
+  function rest(X, W, a, b, k, out, at) { var s = 0; for (var q = 0; q < k; q++) s += X[a + q] * W[b + q]; out[at] = s; }
   function dense(a, rows, cols) {
     if (a.length !== rows * cols) throw new Error("a dense matrix of " + rows + " x " + cols + " needs " + rows * cols + " numbers, got " + a.length);
     return {
