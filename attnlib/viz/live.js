@@ -108,7 +108,7 @@
     /* ---- model state ---- */
     /* typing: the matrix of the shown head, the probabilities and the text on every key; the cache
        view and the laboratory (heavy: traces, two greedy continuations) once typing pauses */
-    var deferred = later(function () { paintKV(); changed(); }, 200);
+    var deferred = later(function () { syncFills(); paintKV(); changed(); }, 200);
     /* fn() once typing pauses: run() (re)starts the wait of ms milliseconds, cancel() drops it (the
        caller draws everything itself); data-pending on the output says whether it waits */
     function later(fn, ms) {
@@ -181,6 +181,11 @@
        grows), so the probabilities beside or below it stay where they are while the reader types */
     var rootW = root.clientWidth || 640;
     var svg = null, cells = [], fills = [], rowLabels = [], colLabels = [], rowBox = null, cursor = null, geo = null;
+    /* the weights are painted on a canvas inside the drawing (one bitmap, not thousands of
+       restyled shapes: a key repaints only the cells whose colour changed); the cells stay in the
+       drawing as hidden rects that carry each one's value (data-value) and colour (fill), in
+       row-major order, and the future's hatching is one path over the hatched cells */
+    var ctx = null, probe = null, hoverAt = -1;
     function cellFor(T, avail) { return Math.max(4, Math.min(30, Math.floor(Math.min(440, avail - 46) / T))); }
     function build(light) {
       tip.hide();
@@ -197,18 +202,31 @@
       for (var t = 1; t <= c.T; t++) most = Math.max(most, t * cellFor(t, avail));
       var step = Math.max(1, Math.ceil(13 / cell));
       var left = 40, top = 4, colH = 22, W2 = left + most + 6, H2 = top + most + colH + 18;
-      geo = { cell: cell, left: left, top: top, T: T, w: rootW, nPrompt: S.nPrompt, steps: S.steps };
+      geo = { cell: cell, left: left, top: top, T: T, w: rootW, nPrompt: S.nPrompt, steps: S.steps, gap: cell >= 14 ? 1 : 0, W: W2 };
       svg = el("svg", { "class": "attnlib-plot", width: W2, height: H2, viewBox: "0 0 " + W2 + " " + H2, tabindex: "0",
         role: "group", focusable: "true", "aria-label": "attention weights, " + T + " queries by " + T +
           " keys. Arrow keys move, Enter shows the prediction at that query, Escape clears." }, figure);
-      var hatch = K.hatch(svg, "attnlib-hatch-" + uid);
-      var grid = el("g", {}, svg), gap = cell >= 14 ? 1 : 0;
-      cells = []; fills = []; rowLabels = []; colLabels = [];
+      var hatch = K.hatch(svg, "attnlib-hatch-" + uid), gap = cell >= 14 ? 1 : 0;
+      var dpr = window.devicePixelRatio || 1, fo = el("foreignObject", { x: 0, y: 0, width: W2, height: H2, "aria-hidden": "true" }, svg);
+      var canvas = div("attnlib-live-canvas", fo, undefined, "canvas");
+      canvas.width = Math.round(W2 * dpr); canvas.height = Math.round(H2 * dpr);
+      canvas.style.width = W2 + "px"; canvas.style.height = H2 + "px"; canvas.style.display = "block";
+      ctx = canvas.getContext("2d");
+      if (ctx) ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+      var grid = el("g", ctx ? { "class": "attnlib-live-cells", display: "none" } : { "class": "attnlib-live-cells" }, svg), future = [];
+      cells = []; fills = []; rowLabels = []; colLabels = []; hoverAt = -1;
       for (var i = 0; i < T; i++) for (var j = 0; j < T; j++) { /* the future stays hatched: paint leaves it */
         cells.push(el("rect", { "class": "attnlib-cell", x: left + j * cell, y: top + i * cell, width: cell - gap,
           height: cell - gap, "data-row": i, "data-col": j }, grid));
-        if (j > i) { cells[cells.length - 1].setAttribute("fill", hatch); cells[cells.length - 1].setAttribute("data-value", "0"); }
+        if (j > i) {
+          cells[cells.length - 1].setAttribute("fill", hatch); cells[cells.length - 1].setAttribute("data-value", "0");
+          future.push("M" + (left + j * cell) + " " + (top + i * cell) + "h" + (cell - gap) + "v" + (cell - gap) + "h" + (gap - cell) + "z");
+        }
       }
+      if (future.length) el("path", { "class": "attnlib-live-future", d: future.join(""), fill: hatch, "pointer-events": "none" }, svg);
+      /* the cell under the pointer (framed) and the anchor of its tooltip */
+      probe = el("rect", { "class": "attnlib-live-probe", width: cell - gap, height: cell - gap, fill: "none", "stroke-width": "1.5",
+        visibility: "hidden", "pointer-events": "none" }, svg);
       for (i = 0; i < T; i++) {
         var t = el("text", { "class": "attnlib-rowlabel", x: left - 5, y: top + i * cell + cell / 2 + 4, "text-anchor": "end",
           tabindex: "-1", role: "button", "data-row": i }, svg, " "); /* the matrix is one tab stop */
@@ -235,6 +253,16 @@
       cursor = el("rect", { "class": "attnlib-cursor", width: cell - gap, height: cell - gap, fill: "none", stroke: "#e66100",
         "stroke-width": "2", "stroke-dasharray": "3 2", visibility: "hidden", "pointer-events": "none" }, svg);
       K.colourbar(figure, palette, 0, 1, Math.max(110, Math.min(240, most)), "weight", "attnlib-grad-" + uid);
+      svg.addEventListener("mousemove", function (e) {
+        var n = e.target === canvas ? cellAt(e) : -1;
+        if (n === hoverAt) return;
+        hoverAt = n;
+        if (n < 0) { probe.setAttribute("visibility", "hidden"); tip.hide(); return; }
+        probe.setAttribute("visibility", "visible");
+        showTip(n);
+      });
+      svg.addEventListener("mouseleave", function () { hoverAt = -1; probe.setAttribute("visibility", "hidden"); });
+      svg.addEventListener("click", function (e) { var n = e.target === canvas ? cellAt(e) : -1; if (n >= 0) selectRow(Math.floor(n / geo.T)); });
       wireHeatmap({ svg: svg, cells: cells, cursor: cursor, rowLabels: rowLabels, rows: T, cols: T,
         cur: function () { return S.cur; }, selectRow: selectRow, showTip: showTip, hideTip: tip.hide });
       relabel(toks);
@@ -260,20 +288,34 @@
        highlight, the probabilities; and, unless typing (light), the cache view */
     function paint(light) {
       if (!svg) { paintState(); return; }
-      var T = geo.T, A = S.att[S.layer][S.head];
+      var T = geo.T, A = S.att[S.layer][S.head], byColour = {};
       for (var i = 0; i < T; i++) for (var j = 0, row = A[i]; j <= i; j++) {
-        /* a fill set again costs the cell's style (dear in a page with a large stylesheet, like the
-           book's): only the colours that changed are set, most weights stay in the first bin */
+        /* only the colours that changed are painted again (most weights stay in the first bin) */
         var n = i * T + j, v = row[j], f = colour(v);
-        if (fills[n] !== f) { fills[n] = f; cells[n].setAttribute("fill", f); }
+        if (fills[n] !== f) { fills[n] = f; (byColour[f] = byColour[f] || []).push(n); }
         cells[n].setAttribute("data-value", v.toFixed(6));
       }
-      rowLabels.forEach(function (t, i) { t.setAttribute("class", "attnlib-rowlabel" + (i >= S.nPrompt ? " attnlib-live-genlabel" : "") + (i === S.row ? " attnlib-selected" : "")); });
+      rowLabels.forEach(function (t, i) {
+        var k = "attnlib-rowlabel" + (i >= S.nPrompt ? " attnlib-live-genlabel" : "") + (i === S.row ? " attnlib-selected" : "");
+        if (t._cls !== k) { t._cls = k; t.setAttribute("class", k); }
+      });
+      /* the changed cells on the canvas, colour by colour (one fill style per colour, not per cell) */
+      if (ctx) for (var col in byColour) {
+        ctx.fillStyle = col;
+        byColour[col].forEach(function (n) { ctx.fillRect(geo.left + (n % T) * geo.cell, geo.top + Math.floor(n / T) * geo.cell, geo.cell - geo.gap, geo.cell - geo.gap); });
+      }
+      if (light !== true || !ctx) syncFills();
       rowBox.setAttribute("y", geo.top + Math.max(0, S.row) * geo.cell - 1.5);
       rowBox.setAttribute("visibility", S.row >= 0 ? "visible" : "hidden");
       clear.disabled = S.row < 0;
       if (tip.cell >= 0) showTip(tip.cell);
       paintBars(); if (light !== true) paintKV(); paintState();
+    }
+    /* the hidden cells' fill attributes, set to the colours painted: at once, except while the
+       reader types (a fill set restyles its cell, even hidden: thousands a key), then once typing
+       pauses (the deferred parts) */
+    function syncFills() {
+      for (var n = 0; n < fills.length; n++) if (fills[n] !== undefined && cells[n]._fill !== fills[n]) { cells[n]._fill = fills[n]; cells[n].setAttribute("fill", fills[n]); }
     }
     function paintState() {
       stepBtn.disabled = manyBtn.disabled = !S.ids.length || S.ids.length >= c.T;
@@ -285,41 +327,65 @@
     }
 
     /* ---- next-token probabilities ---- */
+    /* drawn once, then updated in place: a key changes the numbers, not the elements (only what
+       changed is set, so the page restyles only that) */
+    var barEls = null;
+    function put(node, key, value, how) {
+      if (node["_" + key] === value) return;
+      node["_" + key] = value;
+      if (how === "text") node.textContent = value;
+      else if (how === "style") node.style[key] = value;
+      else if (key === "className") node.className = value;
+      else if (key === "title") node.title = value;
+      else node.setAttribute(key, value);
+    }
     function paintBars() {
-      bars.textContent = "";
-      if (!S.ids.length) { div("attnlib-hint", bars, "Type some text to see what the model predicts."); return; }
+      if (!S.ids.length) { barEls = null; bars.textContent = ""; div("attnlib-hint", bars, "Type some text to see what the model predicts."); return; }
       var pos = S.row >= 0 ? S.row : S.ids.length - 1, z = S.logits[pos];
       var raw = R.softmax(z), p = R.distribution(z, S.sampling), s = S.sampling;
       var order = []; for (var i = 0; i < c.V; i++) order.push(i);
       order.sort(function (a, b) { return raw[b] - raw[a] || a - b; });
-      var head = div("attnlib-bars-head", bars, "next character after " + quoted(P.vocab[S.ids[pos]]) + " (position " + pos + ")");
-      head.title = "The bars are the distribution sampling draws from at these settings; the number in brackets is the model's own probability (temperature 1, no cut).";
-      div("attnlib-live-settings", bars, s.temperature > 0 ? "temperature " + s.temperature + (s.topK ? ", top-k " + s.topK : "") +
-        (s.topP < 1 ? ", top-p " + s.topP : "") : "temperature 0: greedy");
+      var top = order.slice(0, 10);
+      if (!barEls) {
+        bars.textContent = "";
+        barEls = { head: div("attnlib-bars-head", bars), settings: div("attnlib-live-settings", bars), rows: [], note: null };
+        barEls.head.title = "The bars are the distribution sampling draws from at these settings; the number in brackets is the model's own probability (temperature 1, no cut).";
+        top.forEach(function () {
+          var row = div("attnlib-bar", bars), tok = div("attnlib-bar-token", row), fill = div("attnlib-bar-fill", div("attnlib-bar-track", row));
+          barEls.rows.push({ row: row, tok: tok, fill: fill, val: div("attnlib-bar-value", row) });
+        });
+      }
+      put(barEls.head, "text", "next character after " + quoted(P.vocab[S.ids[pos]]) + " (position " + pos + ")", "text");
+      put(barEls.settings, "text", s.temperature > 0 ? "temperature " + s.temperature + (s.topK ? ", top-k " + s.topK : "") +
+        (s.topP < 1 ? ", top-p " + s.topP : "") : "temperature 0: greedy", "text");
       var actual = pos + 1 < S.ids.length ? S.ids[pos + 1] : -1;
-      order.slice(0, 10).forEach(function (id) {
-        var row = div("attnlib-bar" + (p[id] === 0 ? " attnlib-live-cut" : "") + (id === actual ? " attnlib-live-actual" : ""), bars);
-        row.setAttribute("data-token", String(id));
-        row.setAttribute("data-p", p[id].toFixed(6));
-        var tok = div("attnlib-bar-token", row, shown(P.vocab[id], 8));
-        tok.title = quoted(P.vocab[id]) + (id === actual ? ": what the text says next" : "");
-        var f = div("attnlib-bar-fill", div("attnlib-bar-track", row));
-        f.style.width = (100 * p[id]).toFixed(1) + "%";
-        f.style.background = colour(p[id]);
-        var val = div("attnlib-bar-value", row, p[id] === 0 ? "cut" : p[id].toFixed(3));
-        val.title = "model probability " + raw[id].toFixed(4);
+      top.forEach(function (id, k) {
+        var e = barEls.rows[k];
+        put(e.row, "className", "attnlib-bar" + (p[id] === 0 ? " attnlib-live-cut" : "") + (id === actual ? " attnlib-live-actual" : ""));
+        put(e.row, "data-token", String(id));
+        put(e.row, "data-p", p[id].toFixed(6));
+        put(e.tok, "text", shown(P.vocab[id], 8), "text");
+        put(e.tok, "title", quoted(P.vocab[id]) + (id === actual ? ": what the text says next" : ""));
+        put(e.fill, "width", (100 * p[id]).toFixed(1) + "%", "style");
+        put(e.fill, "background", colour(p[id]), "style");
+        put(e.val, "text", p[id] === 0 ? "cut" : p[id].toFixed(3), "text");
+        put(e.val, "title", "model probability " + raw[id].toFixed(4));
       });
-      if (actual >= 0) div("attnlib-live-note", bars, "The text continues with " + quoted(P.vocab[actual]) + " (framed if in the top 10).");
+      if (actual >= 0) {
+        if (!barEls.note) barEls.note = div("attnlib-live-note", bars);
+        put(barEls.note, "text", "The text continues with " + quoted(P.vocab[actual]) + " (framed if in the top 10).", "text");
+      } else if (barEls.note) { bars.removeChild(barEls.note); barEls.note = null; }
     }
 
     /* ---- the text so far ---- */
     function paintOut() {
       outText.textContent = "";
       div("attnlib-live-label", outText, "Text so far (" + S.ids.length + " of " + c.T + " tokens): ", "span");
-      S.ids.forEach(function (id, i) {
-        var sp = div(i >= S.nPrompt ? "attnlib-live-gentok" + (S.steps > 0 && i === S.ids.length - 1 ? " attnlib-live-newtok" : "") : "", outText, P.vocab[id], "span");
-        if (P.vocab[id] === "\n") sp.textContent = "\u23ce";
-      });
+      /* the reader's text in one span (one node to lay out while typing), each generated token in its own */
+      var ch = function (id) { return P.vocab[id] === "\n" ? "\u23ce" : P.vocab[id]; };
+      if (S.nPrompt) div("", outText, S.ids.slice(0, S.nPrompt).map(ch).join(""), "span");
+      for (var i = S.nPrompt; i < S.ids.length; i++)
+        div("attnlib-live-gentok" + (S.steps > 0 && i === S.ids.length - 1 ? " attnlib-live-newtok" : ""), outText, ch(S.ids[i]), "span");
       outText.setAttribute("data-ids", S.ids.join(","));
       outText.setAttribute("data-prompt-len", String(S.nPrompt));
     }
@@ -373,10 +439,18 @@
     /* ---- tooltip, row selection, keyboard ---- */
     function showTip(n) {
       var T = geo.T, i = Math.floor(n / T), j = n % T;
-      tip.show(cells[n], ["query " + quoted(P.vocab[S.ids[i]]) + " (" + i + ") \u2192 key " + quoted(P.vocab[S.ids[j]]) + " (" + j + ")",
+      probe.setAttribute("x", geo.left + j * geo.cell); probe.setAttribute("y", geo.top + i * geo.cell);
+      tip.show(probe, ["query " + quoted(P.vocab[S.ids[i]]) + " (" + i + ") \u2192 key " + quoted(P.vocab[S.ids[j]]) + " (" + j + ")",
         "weight = " + (j > i ? "0 (masked: the future)" : fix(weight(i, j), 4)), "layer " + (S.layer + 1) + " \u00b7 head " + (S.head + 1)], figure, n);
     }
     function selectRow(i) { S.row = i; paint(true); }
+    /* the cell (row-major index) under a pointer event on the drawing, -1 outside the matrix; the
+       drawing may be scaled down (max-width), so the event's position is read in its own units */
+    function cellAt(e) {
+      var b = svg.getBoundingClientRect(), u = b.width ? geo.W / b.width : 1;
+      var j = Math.floor(((e.clientX - b.left) * u - geo.left) / geo.cell), i = Math.floor(((e.clientY - b.top) * u - geo.top) / geo.cell);
+      return i >= 0 && j >= 0 && i < geo.T && j < geo.T ? i * geo.T + j : -1;
+    }
     K.keepKeys(root, function (t) { if (t !== input) selectRow(-1); });
 
     /* for the tests and the curious: the same functions the page uses */
