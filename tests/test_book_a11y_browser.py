@@ -1,7 +1,7 @@
 """Every explorer and output of the built book, read by a maintained accessibility checker: axe-core
 (tests/vendor/axe-core, for the tests only; never part of a page) run in headless Chromium on each
 page that holds an output (`div.attnlib-explorer`, `div.attnlib-exercise`, and the book's own
-precomputed slider `div.attnlib-pslider`: its range input's name and value), in the light and the
+precomputed slider `div.attnlib-pslider`: its range input's name and value, and the state it shows), in the light and the
 dark theme, after the outputs have drawn and again after a click has changed each one (a selected
 row, a pressed toggle: the states that draw hatched cells and pressed buttons).
 
