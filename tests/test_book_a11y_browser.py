@@ -1,9 +1,10 @@
 """Every explorer and output of the built book, read by a maintained accessibility checker: axe-core
 (tests/vendor/axe-core, for the tests only; never part of a page) run in headless Chromium on each
 page that holds an output (`div.attnlib-explorer`, `div.attnlib-exercise`, and the book's own
-precomputed slider `div.attnlib-pslider`: its range input's name and value, and the state it shows), in the light and the
-dark theme, after the outputs have drawn and again after a click has changed each one (a selected
-row, a pressed toggle: the states that draw hatched cells and pressed buttons).
+precomputed slider `div.attnlib-pslider`: its range input's name and value, and the state it
+shows), in the light and the dark theme, after the outputs have drawn and again after a click has
+changed each one (a selected row, a pressed toggle: the states that draw hatched cells and pressed
+buttons).
 
 The rules are axe's, not ours: text contrast (>= 4.5:1, 3:1 for large text) and the names and ARIA
 of the controls. Contrast that axe cannot decide (text over a gradient or an image, such as a
