@@ -317,6 +317,26 @@ def test_page_widget_sliders_move(driver, page):
                        "changed nothing visible; is it linked client-side (viz.precomputed_slider)?")
 
 
+def hover_cell(driver, cell) -> None:
+    """Put the pointer on a heatmap cell. A matrix painted on a canvas (the live model's) keeps its
+    cells as hidden rects that carry the values: the pointer goes where the rect would be drawn."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    if cell.is_displayed():
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", cell)
+        ActionChains(driver).move_to_element(cell).perform()
+        return
+    svg = driver.execute_script("return arguments[0].ownerSVGElement", cell)
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", svg)
+    dx, dy = driver.execute_script("""
+        const r = arguments[0], svg = r.ownerSVGElement, box = svg.getBoundingClientRect();
+        const p = new DOMPoint(+r.getAttribute('x') + r.getAttribute('width') / 2,
+                               +r.getAttribute('y') + r.getAttribute('height') / 2)
+          .matrixTransform(svg.getScreenCTM());
+        return [p.x - (box.left + box.width / 2), p.y - (box.top + box.height / 2)];""", cell)
+    ActionChains(driver).move_to_element_with_offset(svg, int(dx), int(dy)).perform()
+
+
 def _explorer_snapshot(drv, ex):
     return drv.execute_script(
         "const ex = arguments[0]; const svg = ex.querySelector('svg.attnlib-plot');"
@@ -395,8 +415,7 @@ def test_page_explorers_move(driver, page):
         assert cells, f"{label}: no cells with data-value"
         cell = cells[len(cells) // 2]
         value = float(cell.get_attribute("data-value"))
-        driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", cell)
-        ActionChains(driver).move_to_element(cell).perform()
+        hover_cell(driver, cell)
 
         def tooltip_text():
             tips = ex.find_elements(By.CSS_SELECTOR, ".attnlib-tooltip") or \
