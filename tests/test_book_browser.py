@@ -677,6 +677,28 @@ def test_first_screen_title_then_picture(laptop, server, docname):
     assert big, f"{docname}: no picture on the first screen ({first['pictures'][:3]})"
 
 
+JS_FIRST_EXPLORER = """
+const art = document.querySelector('article.bd-article') || document.querySelector('main');
+const top = art.getBoundingClientRect().top + window.scrollY, height = art.scrollHeight;
+const first = Array.from(art.querySelectorAll(
+    'div.attnlib-explorer, div.attnlib-exercise, div.attnlib-pslider'))
+  .filter(e => e.getClientRects().length && !e.closest('details:not([open])'))
+  .map(e => e.getBoundingClientRect().top + window.scrollY - top)[0];
+return first === undefined ? null : first / height;
+"""
+
+
+@pytest.mark.parametrize("docname", CHAPTERS)
+def test_an_explorer_in_the_first_40_percent_of_every_chapter(laptop, server, docname):
+    """Play first (issue 47): each chapter's first computing explorer, exercise or slider starts
+    in the first 40% of its page at 1280 px (chapters 4 and 5 open with 'Try it first')."""
+    open_page(laptop, server, docname)
+    at = laptop.execute_script(JS_FIRST_EXPLORER)
+    assert at is not None, f"{docname}: no explorer on the page"
+    print(f"{docname}: first explorer at {100 * at:.0f}% of the page")
+    assert at < 0.40, f"{docname}: the first explorer starts at {100 * at:.0f}% of the page"
+
+
 def test_setup_cell_is_kept_below_the_introduction(laptop, server):
     """The setup cell is still on the page (folded), after the learning goals."""
     open_page(laptop, server, "notebooks/01_tokens")
