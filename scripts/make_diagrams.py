@@ -30,6 +30,7 @@ import re
 import sys
 from html import escape
 from pathlib import Path
+from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "book" / "figures"
@@ -328,6 +329,11 @@ def legend(svg: Svg, x, y, items, size=14):
         svg.rect(x, y - 12, 16, 16, fill, stroke, rx=2, width=1)
         svg.text(x + 22, y + 1, label, size=size, anchor="start", color=INK)
         x += 36 + len(label) * size * 0.62
+
+
+def _layout(table: dict, narrow: bool) -> SimpleNamespace:
+    """One column of a layout table {field: (wide, narrow)}: its values as attributes."""
+    return SimpleNamespace(**{field: pair[narrow] for field, pair in table.items()})
 
 
 # ------------------------------------------------------------------------------- the diagrams
@@ -736,8 +742,38 @@ def pre_post_norm() -> Svg:
     return s
 
 
-def encoder_decoder() -> Svg:
-    s = Svg("encoder_decoder", 680, 560,
+# encoder_decoder's two layouts, {field: (wide, narrow)}: the wide card puts the two layers side
+# by side; the narrow one (a phone, 340 px) puts the encoder above the decoder, with K and V
+# running down the right edge from the encoder output into cross-attention.
+ENCODER_DECODER_LAYOUT = {
+    "name": ("encoder_decoder", "encoder_decoder_narrow"),
+    "size": ((680, 560), (340, 960)),
+    "enc": ((170, 36), (150, 30)),        # the encoder column: centre x, its heading's baseline
+    "dec": ((480, 36), (150, 404)),       # the decoder column
+    "dec_w": (230, 210),                  # the decoder's boxes (the encoder's are 210 wide)
+    "head_gap": (34, 30),                 # heading -> the layer's input line
+    "enc_arrows": ((30, 50, 44), (24, 28, 28)),          # into self-attention, FFN, output
+    "dec_arrows": ((30, 50, 34, 32), (24, 48, 30, 30)),  # into masked, cross, FFN, output
+    "read_gap": (32, 24),                 # encoder output's box -> "read once per source"
+    "cross_h": (84, 100),
+    "cross_note": (("Q from the decoder, K, V from", "the encoder: (B, H, T_q, T_k)"),
+                   ("Q from the decoder,", "K, V from the encoder:", "(B, H, T_q, T_k)")),
+    "kv_x": ((330, 345), (288, 308)),     # where the K and V lines run down
+    "kv_in": ((44, 66), (34, 64)),        # where they enter cross-attention, below its top
+    "kv_labels": (((300, 346, "middle"), (300, 392, "middle")),
+                  ((278, 290, "end"), (316, 346, "start"))),
+    "foot_x": (340, 170),
+    "foot": (((506, "every sublayer: residual connection + LayerNorm (omitted here);"),
+              (526, "each layer is repeated N times (N = 6 in the 2017 model)")),
+             ((872, "every sublayer: residual connection"), (892, "+ LayerNorm (omitted here);"),
+              (918, "each layer is repeated N times"), (938, "(N = 6 in the 2017 model)"))),
+}
+
+
+def encoder_decoder(narrow: bool = False) -> Svg:
+    """The wide drawing, or (narrow) the one the phone layout shows whole."""
+    L = _layout(ENCODER_DECODER_LAYOUT, narrow)
+    s = Svg(L.name, *L.size,
             "An encoder layer and a decoder layer with cross-attention",
             "First, the encoder layer reads the source 'The cat sleeps .' (T_k tokens): "
             "self-attention with no causal mask, then the FFN; its output, (B, T_k, C), is the "
@@ -745,91 +781,52 @@ def encoder_decoder() -> Svg:
             "self-attention, then cross-attention whose queries come from the decoder and whose "
             "keys and values come from the encoder output, with weights of shape (B, H, T_q, T_k), "
             "then the FFN. Every sublayer has a residual connection and a LayerNorm.")
-    le, rd = 170, 480
-    s.text(le, 36, "encoder layer", size=17, weight="bold")
-    s.text(rd, 36, "decoder layer", size=17, weight="bold")
-    s.text(le, 70, "source “The cat sleeps .”", size=14)
-    s.text(le, 90, "(B, T_k, C)", size=14, color=MUTED)
-    s.text(rd, 70, "target so far “<bos> Le chat”", size=14)
-    s.text(rd, 90, "(B, T_q, C)", size=14, color=MUTED)
+
+    def layer_input(x, y, heading, source, shape, arrow):
+        """A layer's heading and input line, and the arrow down; returns its first box's top."""
+        s.text(x, y, heading, size=17, weight="bold")
+        s.text(x, y + L.head_gap, source, size=14)
+        s.text(x, y + L.head_gap + 20, shape, size=14, color=MUTED)
+        return down(x, y + L.head_gap + 28, arrow)
+
+    def down(x, y, length):
+        """An arrow down from y; returns the top of the box under it."""
+        s.arrow((x, y), (x, y + length))
+        return y + length + 2
+
     # encoder
-    s.arrow((le, 98), (le, 128))
-    s.box(le, 130, 210, 56, "A", "self-attention", "no mask: all T_k keys", size=16)
-    s.arrow((le, 188), (le, 238))
-    s.box(le, 240, 210, 44, "F", "FFN", size=16)
-    s.arrow((le, 286), (le, 330))
-    s.box(le, 332, 210, 56, "X", "encoder output", "memory (B, T_k, C)", size=16)
+    (le, top), (a1, a2, a3) = L.enc, L.enc_arrows
+    y = layer_input(le, top, "encoder layer", "source “The cat sleeps .”", "(B, T_k, C)", a1)
+    s.box(le, y, 210, 56, "A", "self-attention", "no mask: all T_k keys", size=16)
+    y = down(le, y + 58, a2)
+    s.box(le, y, 210, 44, "F", "FFN", size=16)
+    memory = down(le, y + 46, a3)
+    s.box(le, memory, 210, 56, "X", "encoder output", "memory (B, T_k, C)", size=16)
+    s.text(le, memory + 56 + L.read_gap, "read once per source", size=13, color=MUTED)
     # decoder
-    s.arrow((rd, 98), (rd, 128))
-    s.box(rd, 130, 230, 56, "A", "masked self-attention", "causal: keys ≤ its position",
-          size=16)
-    s.arrow((rd, 188), (rd, 238))
-    s.text(rd - 8, 226, "Q", size=17, anchor="end", color=COLORS["Q"][0], weight="bold")
-    s.box(rd, 240, 230, 84, "A", "", size=16)
-    s.text(rd, 264, "cross-attention", size=16)
-    s.text(rd, 290, "Q from the decoder, K, V from", size=13, color=MUTED)
-    s.text(rd, 308, "the encoder: (B, H, T_q, T_k)", size=13, color=MUTED)
-    s.arrow((rd, 326), (rd, 360))
-    s.box(rd, 362, 230, 44, "F", "FFN", size=16)
-    s.arrow((rd, 408), (rd, 440))
-    s.text(rd, 460, "decoder output (B, T_q, C)", size=14)
-    # memory -> cross-attention, K and V
-    s.arrow((le + 105, 352), (330, 352), (330, 284), (363, 284), color=COLORS["K"][0], width=2.4)
-    s.arrow((le + 105, 372), (345, 372), (345, 306), (363, 306), color=COLORS["V"][0], width=2.4)
-    s.text(300, 346, "K", size=17, color=COLORS["K"][0], weight="bold")
-    s.text(300, 392, "V", size=17, color=COLORS["V"][0], weight="bold")
-    s.text(le, 420, "read once per source", size=13, color=MUTED)
-    s.text(340, 506, "every sublayer: residual connection + LayerNorm (omitted here);",
-           size=14, color=MUTED)
-    s.text(340, 526, "each layer is repeated N times (N = 6 in the 2017 model)", size=14,
-           color=MUTED)
-    return s
-
-
-def encoder_decoder_narrow() -> Svg:
-    """encoder_decoder drawn for a phone (340 px): the encoder above the decoder, K and V
-    running down the right edge from the encoder output into cross-attention."""
-    wide = encoder_decoder()
-    s = Svg("encoder_decoder_narrow", 340, 960, wide.title, wide.desc)
-    cx, kx, vx = 150, 288, 308  # the column's centre; the K and V lines down the right edge
-    s.text(cx, 30, "encoder layer", size=17, weight="bold")
-    s.text(cx, 60, "source “The cat sleeps .”", size=14)
-    s.text(cx, 80, "(B, T_k, C)", size=14, color=MUTED)
-    s.arrow((cx, 88), (cx, 112))
-    s.box(cx, 114, 210, 56, "A", "self-attention", "no mask: all T_k keys", size=16)
-    s.arrow((cx, 172), (cx, 200))
-    s.box(cx, 202, 210, 44, "F", "FFN", size=16)
-    s.arrow((cx, 248), (cx, 276))
-    s.box(cx, 278, 210, 56, "X", "encoder output", "memory (B, T_k, C)", size=16)
-    s.text(cx, 358, "read once per source", size=13, color=MUTED)
-    s.text(cx, 404, "decoder layer", size=17, weight="bold")
-    s.text(cx, 434, "target so far “<bos> Le chat”", size=14)
-    s.text(cx, 454, "(B, T_q, C)", size=14, color=MUTED)
-    s.arrow((cx, 462), (cx, 486))
-    s.box(cx, 488, 210, 56, "A", "masked self-attention", "causal: keys ≤ its position",
-          size=16)
-    s.arrow((cx, 546), (cx, 594))
-    s.text(cx - 8, 582, "Q", size=17, anchor="end", color=COLORS["Q"][0], weight="bold")
-    s.box(cx, 596, 210, 100, "A", "", size=16)
-    s.text(cx, 620, "cross-attention", size=16)
-    s.text(cx, 646, "Q from the decoder,", size=13, color=MUTED)
-    s.text(cx, 664, "K, V from the encoder:", size=13, color=MUTED)
-    s.text(cx, 682, "(B, H, T_q, T_k)", size=13, color=MUTED)
-    s.arrow((cx, 698), (cx, 728))
-    s.box(cx, 730, 210, 44, "F", "FFN", size=16)
-    s.arrow((cx, 776), (cx, 806))
-    s.text(cx, 826, "decoder output (B, T_q, C)", size=14)
-    # memory -> cross-attention: K and V leave the encoder output and enter from the right
-    s.arrow((cx + 105, 298), (kx, 298), (kx, 630), (cx + 107, 630), color=COLORS["K"][0],
-            width=2.4)
-    s.arrow((cx + 105, 318), (vx, 318), (vx, 660), (cx + 107, 660), color=COLORS["V"][0],
-            width=2.4)
-    s.text(kx - 10, 290, "K", size=17, color=COLORS["K"][0], weight="bold", anchor="end")
-    s.text(vx + 8, 346, "V", size=17, color=COLORS["V"][0], weight="bold", anchor="start")
-    s.text(170, 872, "every sublayer: residual connection", size=14, color=MUTED)
-    s.text(170, 892, "+ LayerNorm (omitted here);", size=14, color=MUTED)
-    s.text(170, 918, "each layer is repeated N times", size=14, color=MUTED)
-    s.text(170, 938, "(N = 6 in the 2017 model)", size=14, color=MUTED)
+    (rd, top), (a1, a2, a3, a4), w = L.dec, L.dec_arrows, L.dec_w
+    y = layer_input(rd, top, "decoder layer", "target so far “<bos> Le chat”", "(B, T_q, C)", a1)
+    s.box(rd, y, w, 56, "A", "masked self-attention", "causal: keys ≤ its position", size=16)
+    cross = down(rd, y + 58, a2)
+    s.text(rd - 8, cross - 14, "Q", size=17, anchor="end", color=COLORS["Q"][0], weight="bold")
+    s.box(rd, cross, w, L.cross_h, "A", "", size=16)
+    s.text(rd, cross + 24, "cross-attention", size=16)
+    for i, line in enumerate(L.cross_note):
+        s.text(rd, cross + 50 + 18 * i, line, size=13, color=MUTED)
+    y = down(rd, cross + L.cross_h + 2, a3)
+    s.box(rd, y, w, 44, "F", "FFN", size=16)
+    y = down(rd, y + 46, a4)
+    s.text(rd, y + 18, "decoder output (B, T_q, C)", size=14)
+    # memory -> cross-attention: K and V leave the encoder output and enter cross-attention
+    # from the side they run down on
+    side = w // 2 + 2 if L.kv_x[0] > rd else -(w // 2 + 2)
+    for role, dy, x, y_in in zip("KV", (20, 40), L.kv_x, L.kv_in):
+        s.arrow((le + 105, memory + dy), (x, memory + dy), (x, cross + y_in),
+                (rd + side, cross + y_in), color=COLORS[role][0], width=2.4)
+    for role, (x, y, anchor) in zip("KV", L.kv_labels):
+        s.text(x, y, role, size=17, color=COLORS[role][0], weight="bold", anchor=anchor)
+    for y, line in L.foot:
+        s.text(L.foot_x, y, line, size=14, color=MUTED)
     return s
 
 
@@ -1217,8 +1214,51 @@ def gqa_heads() -> Svg:
     return s
 
 
-def smollm2_block() -> Svg:
-    s = Svg("smollm2_block", 700, 880,
+# smollm2_block's two layouts, {field: (wide, narrow)}: the narrow one (a phone, 340 px) has the
+# same parts, its projections stacked, its labels 1 px smaller and its short arrows 2 px shorter.
+SMOLLM2_BLOCK_LAYOUT = {
+    "name": ("smollm2_block", "smollm2_block_narrow"),
+    "width": (700, 340),
+    "cx": (300, 172),                     # the column's centre
+    "ids_y": (34, 22),                    # the first line, "token ids (B, T)"
+    "size": (15, 14),                     # the main labels' font size
+    "tight": (0, 2),                      # px the short arrows and gaps lose
+    "big_box": ((260, 46), (230, 40)),    # the embedding and the LM head
+    "norm_box": ((150, 32), (140, 30)),
+    "frame": ((60, 620), (34, 334)),      # the dashed "× 30" frame's left and right
+    "frame_label": (((72, 24, "× 30 layers", 16),),
+                    ((44, 22, "× 30", 15), (44, 38, "layers", 13))),  # x, dy, text, size
+    "stream_x": (570, 318),               # the residual stream's way round each sublayer
+    "split_titles": (False, True),        # "(chapter N)" on a line of its own
+    "attn_box": ((460, 206), (260, 262)),
+    "proj": ((150, 140, 66, 34), (84, 78, 62, 46)),  # spacing, width, height, top
+    "proj_text": ((20, 39, 57), (18, 36, 53)),        # its three lines, below its top
+    "heads": (" × 64", ""),               # after "9 heads": the head width, or not
+    "rope_w": (88, 68),
+    "no_rope": ("no RoPE on V", "no RoPE"),
+    "attn_lines": (((162, "softmax(Q K^T/√64 + causal mask) V, per head;", INK),
+                    (179, "query heads 3g, 3g+1, 3g+2 read key/value head g", MUTED),
+                    (198, "o\\_proj 576 → 576", INK)),
+                   ((166, "heads of width 64", MUTED), (183, "softmax(Q K^T/√64 + causal", INK),
+                    (200, "mask) V, per head;", INK), (217, "query heads 3g, 3g+1, 3g+2", MUTED),
+                    (234, "read key/value head g", MUTED), (251, "o\\_proj 576 → 576", INK))),
+    "ffn_box": ((460, 112), (260, 146)),
+    "ffn_proj": ((((-205, 34), (5, 34)), (200, 28)),  # gate and up: (left, top) each; size
+                 (((-100, 46), (-100, 78)), (200, 26))),
+    "ffn_lines": ((82, 102), (122, 139)),  # SiLU(gate) ⊙ up, down_proj
+    "tie_x": ((30, 44), (10, 22)),        # the tie's line, its label
+    "legend": ((470, 40), (30, 176)),     # below the frame
+    "notes": (((470, 70, "start", "no biases; RMSNorm:"),
+               (470, 86, "start", "a scale, no centring")),
+              ((172, 200, "middle", "no biases; RMSNorm: a scale, no centring"),)),
+    "foot": (170, 212),                   # the card's bottom, below the frame
+}
+
+
+def smollm2_block(narrow: bool = False) -> Svg:
+    """The wide drawing, or (narrow) the one the phone layout shows whole."""
+    L = _layout(SMOLLM2_BLOCK_LAYOUT, narrow)
+    s = Svg(L.name, L.width, 0,
             "One SmolLM2-135M decoder block, repeated 30 times",
             "Token ids (B, T) select rows of the embedding matrix E (49152, 576), giving x of "
             "shape (B, T, 576). Each of the 30 blocks is pre-norm: RMSNorm, then grouped-query "
@@ -1229,162 +1269,103 @@ def smollm2_block() -> Svg:
             "down_proj 1536 to 576), added to the residual stream. After the last block a final "
             "RMSNorm and the LM head, which is the embedding matrix E itself (tied), give logits "
             "(B, T, 49152). No projection has a bias.")
-    cx, stream = 300, "#767676"
-    s.text(cx, 34, "token ids (B, T)", size=15)
-    s.arrow((cx, 42), (cx, 62))
-    s.box(cx, 64, 260, 46, "X", "embedding E: (49152, 576)", size=15)
-    s.arrow((cx, 112), (cx, 140))
-    s.text(cx + 10, 132, "x : (B, T, C), C = 576", size=14, anchor="start", color=MUTED)
-    top = 146
+    cx, stream, size, tight = L.cx, "#767676", L.size, L.tight
+    (bw, bh), (nw, nh) = L.big_box, L.norm_box
+    ids = L.ids_y
+    s.text(cx, ids, "token ids (B, T)", size=size)
+    s.arrow((cx, ids + 8 - tight), (cx, ids + 28 - 2 * tight))
+    emb = ids + 30 - 2 * tight
+    s.box(cx, emb, bw, bh, "X", "embedding E: (49152, 576)", size=size)
+    s.arrow((cx, emb + bh + 2), (cx, emb + bh + 30))
+    s.text(cx + 10 - tight, emb + bh + 22, "x : (B, T, C), C = 576", size=size - 1,
+           anchor="start", color=MUTED)
+    top = emb + bh + 36
 
     def sublayer(y, draw, height):
         """Norm, the sublayer (drawn by draw(y0)), and the residual add; returns the next y."""
-        s.arrow((cx, y), (cx, y + 20))
-        s.box(cx, y + 22, 150, 32, "N", "RMSNorm", size=14)
-        s.arrow((cx, y + 56), (cx, y + 72))
-        draw(y + 74)
-        plus = y + 74 + height + 26
-        s.arrow((cx, y + 74 + height), (cx, plus - 16))
-        s.arrow((cx, y + 8), (cx + 270, y + 8), (cx + 270, plus), (cx + 18, plus), color=stream,
-                width=2.4)
-        s.circle(cx, plus, 16, "#ffffff", INK, "+", size=20)
-        return plus + 16
-
-    def attention(y):
-        s.rect(cx - 230, y, 460, 206, COLORS["A"][1], COLORS["A"][0], rx=8, width=2)
-        s.text(cx, y + 22, "grouped-query attention (chapter 12)", size=15, weight="bold")
-        for i, (role, lab, io, heads) in enumerate((
-                ("Q", "q\\_proj", "576 → 576", "9 heads × 64"),
-                ("K", "k\\_proj", "576 → 192", "3 heads × 64"),
-                ("V", "v\\_proj", "576 → 192", "3 heads × 64"))):
-            bx = cx - 150 + i * 150
-            s.rect(bx - 70, y + 34, 140, 66, COLORS[role][1], COLORS[role][0], rx=8, width=2)
-            s.text(bx, y + 54, lab, size=14)
-            s.text(bx, y + 73, io, size=13, color=MUTED)
-            s.text(bx, y + 91, heads, size=13, color=MUTED)
-        for i in range(2):
-            bx = cx - 150 + i * 150
-            s.arrow((bx, y + 102), (bx, y + 114))
-            s.rect(bx - 44, y + 116, 88, 22, COLORS["P"][1], COLORS["P"][0], rx=11, width=1.5)
-            s.text(bx, y + 132, "RoPE", size=13)
-        s.text(cx + 150, y + 132, "no RoPE on V", size=12, color=MUTED)
-        s.text(cx, y + 162, "softmax(Q K^T/√64 + causal mask) V, per head;", size=13)
-        s.text(cx, y + 179, "query heads 3g, 3g+1, 3g+2 read key/value head g", size=13,
-               color=MUTED)
-        s.text(cx, y + 198, "o\\_proj 576 → 576", size=13)
-
-    def ffn(y):
-        s.rect(cx - 230, y, 460, 112, COLORS["F"][1], COLORS["F"][0], rx=8, width=2)
-        s.text(cx, y + 22, "SwiGLU feed-forward (chapter 7)", size=15, weight="bold")
-        for i, lab in enumerate(("gate\\_proj 576 → 1536", "up\\_proj 576 → 1536")):
-            s.rect(cx - 205 + i * 210, y + 34, 200, 28, "#ffffff", COLORS["F"][0], rx=5, width=1.5)
-            s.text(cx - 105 + i * 210, y + 53, lab, size=13)
-        s.text(cx, y + 82, "SiLU(gate) ⊙ up : (B, T, 1536)", size=13)
-        s.text(cx, y + 102, "down\\_proj 1536 → 576", size=13)
-
-    y = sublayer(top + 4, attention, 206)
-    y = sublayer(y, ffn, 112)
-    bottom = y + 10
-    s.rect(60, top, 560, bottom - top, "none", MUTED, rx=12, width=1.5, dash="6 4")
-    s.text(72, top + 24, "× 30 layers", size=16, anchor="start", weight="bold")
-    s.arrow((cx, y), (cx, bottom + 16))
-    s.box(cx, bottom + 18, 150, 32, "N", "final RMSNorm", size=14)
-    s.arrow((cx, bottom + 52), (cx, bottom + 70))
-    s.box(cx, bottom + 72, 260, 46, "X", "LM head = E^T (tied)", size=15)
-    s.arrow((cx, bottom + 120), (cx, bottom + 136))
-    s.text(cx, bottom + 154, "logits (B, T, 49152)", size=15)
-    # the tie: the same matrix at both ends
-    s.arrow((cx - 130, 87), (30, 87), (30, bottom + 95), (cx - 132, bottom + 95),
-            color=COLORS["X"][0], width=1.6, dash="5 4")
-    s.raw(f'<text x="44" y="{(87 + bottom) / 2}" font-size="12" text-anchor="middle"'
-          f' fill="{MUTED}" transform="rotate(-90 44 {(87 + bottom) / 2})">'
-          'the same matrix E (tied weights)</text>')
-    legend(s, 470, bottom + 40, [("#767676", "#767676", "residual stream")], size=12)
-    s.text(470, bottom + 70, "no biases; RMSNorm:", size=12, anchor="start", color=MUTED)
-    s.text(470, bottom + 86, "a scale, no centring", size=12, anchor="start", color=MUTED)
-    return s
-
-
-def smollm2_block_narrow() -> Svg:
-    """smollm2_block drawn for a phone (340 px): the same parts, the projections stacked."""
-    wide = smollm2_block()
-    s = Svg("smollm2_block_narrow", 340, 1000, wide.title, wide.desc)
-    cx, stream, left, right = 172, "#767676", 34, 334   # block edges; residual stream at 318
-    s.text(cx, 22, "token ids (B, T)", size=14)
-    s.arrow((cx, 28), (cx, 46))
-    s.box(cx, 48, 230, 40, "X", "embedding E: (49152, 576)", size=14)
-    s.arrow((cx, 90), (cx, 118))
-    s.text(cx + 8, 110, "x : (B, T, C), C = 576", size=13, anchor="start", color=MUTED)
-    top = 124
-
-    def sublayer(y, draw, height):
-        s.arrow((cx, y), (cx, y + 18))
-        s.box(cx, y + 20, 140, 30, "N", "RMSNorm", size=14)
-        s.arrow((cx, y + 52), (cx, y + 66))
-        draw(y + 68)
-        plus = y + 68 + height + 24
-        s.arrow((cx, y + 68 + height), (cx, plus - 16))
-        s.arrow((cx, y + 8), (right - 16, y + 8), (right - 16, plus), (cx + 18, plus),
+        s.arrow((cx, y), (cx, y + 20 - tight))
+        s.box(cx, y + 22 - tight, nw, nh, "N", "RMSNorm", size=14)
+        body = y + nh + 42 - 2 * tight
+        s.arrow((cx, y + nh + 24 - tight), (cx, body - 2))
+        draw(body)
+        plus = body + height + 26 - tight
+        s.arrow((cx, body + height), (cx, plus - 16))
+        s.arrow((cx, y + 8), (L.stream_x, y + 8), (L.stream_x, plus), (cx + 18, plus),
                 color=stream, width=2.4)
         s.circle(cx, plus, 16, "#ffffff", INK, "+", size=20)
         return plus + 16
 
+    def title(y, name, chapter):
+        """A sublayer's bold title, its chapter on the same line or (split_titles) under it."""
+        if L.split_titles:
+            s.text(cx, y + 22 - tight, name, size=size, weight="bold")
+            s.text(cx, y + 37, f"({chapter})", size=12, color=MUTED)
+        else:
+            s.text(cx, y + 22 - tight, f"{name} ({chapter})", size=size, weight="bold")
+
     def attention(y):
-        s.rect(cx - 130, y, 260, 262, COLORS["A"][1], COLORS["A"][0], rx=8, width=2)
-        s.text(cx, y + 20, "grouped-query attention", size=14, weight="bold")
-        s.text(cx, y + 37, "(chapter 12)", size=12, color=MUTED)
-        for i, (role, lab, io, heads) in enumerate((("Q", "q\\_proj", "576 → 576", "9 heads"),
-                                                     ("K", "k\\_proj", "576 → 192", "3 heads"),
-                                                     ("V", "v\\_proj", "576 → 192", "3 heads"))):
-            bx = cx - 84 + i * 84
-            s.rect(bx - 39, y + 46, 78, 62, COLORS[role][1], COLORS[role][0], rx=8, width=2)
-            s.text(bx, y + 64, lab, size=13)
-            s.text(bx, y + 82, io, size=12, color=MUTED)
-            s.text(bx, y + 99, heads, size=12, color=MUTED)
+        w, h = L.attn_box
+        s.rect(cx - w // 2, y, w, h, COLORS["A"][1], COLORS["A"][0], rx=8, width=2)
+        title(y, "grouped-query attention", "chapter 12")
+        step, pw, ph, pt = L.proj
+        for i, (role, lab, io, heads) in enumerate((("Q", "q\\_proj", "576 → 576", 9),
+                                                     ("K", "k\\_proj", "576 → 192", 3),
+                                                     ("V", "v\\_proj", "576 → 192", 3))):
+            bx = cx - step + i * step
+            s.rect(bx - pw // 2, y + pt, pw, ph, COLORS[role][1], COLORS[role][0], rx=8, width=2)
+            for dy, line, lsize, color in zip(L.proj_text, (lab, io, f"{heads} heads{L.heads}"),
+                                              (size - 1, size - 2, size - 2), (INK, MUTED, MUTED)):
+                s.text(bx, y + dy + pt, line, size=lsize, color=color)
+        rope = y + pt + ph + 16
         for i in range(2):
-            bx = cx - 84 + i * 84
-            s.arrow((bx, y + 110), (bx, y + 122))
-            s.rect(bx - 34, y + 124, 68, 22, COLORS["P"][1], COLORS["P"][0], rx=11, width=1.5)
-            s.text(bx, y + 140, "RoPE", size=12)
-        s.text(cx + 84, y + 140, "no RoPE", size=12, color=MUTED)
-        for i, (line, color) in enumerate((("heads of width 64", MUTED),
-                                           ("softmax(Q K^T/√64 + causal", INK),
-                                           ("mask) V, per head;", INK),
-                                           ("query heads 3g, 3g+1, 3g+2", MUTED),
-                                           ("read key/value head g", MUTED),
-                                           ("o\\_proj 576 → 576", INK))):
-            s.text(cx, y + 166 + 17 * i, line, size=13, color=color)
+            bx = cx - step + i * step
+            s.arrow((bx, rope - 14), (bx, rope - 2))
+            s.rect(bx - L.rope_w // 2, rope, L.rope_w, 22, COLORS["P"][1], COLORS["P"][0], rx=11,
+                   width=1.5)
+            s.text(bx, rope + 16, "RoPE", size=size - 2)
+        s.text(cx + step, rope + 16, L.no_rope, size=12, color=MUTED)
+        for dy, line, color in L.attn_lines:
+            s.text(cx, y + dy, line, size=13, color=color)
 
     def ffn(y):
-        s.rect(cx - 130, y, 260, 146, COLORS["F"][1], COLORS["F"][0], rx=8, width=2)
-        s.text(cx, y + 20, "SwiGLU feed-forward", size=14, weight="bold")
-        s.text(cx, y + 37, "(chapter 7)", size=12, color=MUTED)
-        for i, lab in enumerate(("gate\\_proj 576 → 1536", "up\\_proj 576 → 1536")):
-            s.rect(cx - 100, y + 46 + 32 * i, 200, 26, "#ffffff", COLORS["F"][0], rx=5, width=1.5)
-            s.text(cx, y + 64 + 32 * i, lab, size=13)
-        s.text(cx, y + 122, "SiLU(gate) ⊙ up : (B, T, 1536)", size=13)
-        s.text(cx, y + 139, "down\\_proj 1536 → 576", size=13)
+        w, h = L.ffn_box
+        s.rect(cx - w // 2, y, w, h, COLORS["F"][1], COLORS["F"][0], rx=8, width=2)
+        title(y, "SwiGLU feed-forward", "chapter 7")
+        places, (pw, ph) = L.ffn_proj
+        for (dx, dy), lab in zip(places, ("gate\\_proj 576 → 1536", "up\\_proj 576 → 1536")):
+            s.rect(cx + dx, y + dy, pw, ph, "#ffffff", COLORS["F"][0], rx=5, width=1.5)
+            s.text(cx + dx + pw // 2, y + dy + ph // 2 + 5, lab, size=13)
+        for dy, line in zip(L.ffn_lines, ("SiLU(gate) ⊙ up : (B, T, 1536)",
+                                          "down\\_proj 1536 → 576")):
+            s.text(cx, y + dy, line, size=13)
 
-    y = sublayer(top + 4, attention, 262)
-    y = sublayer(y, ffn, 146)
+    y = sublayer(top + 4, attention, L.attn_box[1])
+    y = sublayer(y, ffn, L.ffn_box[1])
     bottom = y + 10
+    left, right = L.frame
     s.rect(left, top, right - left, bottom - top, "none", MUTED, rx=12, width=1.5, dash="6 4")
-    s.text(left + 10, top + 22, "× 30", size=15, anchor="start", weight="bold")
-    s.text(left + 10, top + 38, "layers", size=13, anchor="start", weight="bold")
+    for x, dy, line, lsize in L.frame_label:
+        s.text(x, top + dy, line, size=lsize, anchor="start", weight="bold")
     s.arrow((cx, y), (cx, bottom + 16))
-    s.box(cx, bottom + 18, 140, 30, "N", "final RMSNorm", size=14)
-    s.arrow((cx, bottom + 50), (cx, bottom + 66))
-    s.box(cx, bottom + 68, 230, 40, "X", "LM head = E^T (tied)", size=14)
-    s.arrow((cx, bottom + 110), (cx, bottom + 126))
-    s.text(cx, bottom + 144, "logits (B, T, 49152)", size=14)
-    s.arrow((cx - 115, 68), (10, 68), (10, bottom + 88), (cx - 117, bottom + 88),
+    s.box(cx, bottom + 18, nw, nh, "N", "final RMSNorm", size=14)
+    head = bottom + nh + 40 - tight
+    s.arrow((cx, bottom + nh + 20), (cx, head - 2))
+    s.box(cx, head, bw, bh, "X", "LM head = E^T (tied)", size=size)
+    s.arrow((cx, head + bh + 2), (cx, head + bh + 18))
+    s.text(cx, head + bh + 36, "logits (B, T, 49152)", size=size)
+    # the tie: the same matrix at both ends
+    line_x, label_x = L.tie_x
+    s.arrow((cx - bw // 2, emb + bh // 2), (line_x, emb + bh // 2),
+            (line_x, head + bh // 2), (cx - bw // 2 - 2, head + bh // 2),
             color=COLORS["X"][0], width=1.6, dash="5 4")
-    mid = (68 + bottom) / 2
-    s.raw(f'<text x="22" y="{mid}" font-size="12" text-anchor="middle" fill="{MUTED}"'
-          f' transform="rotate(-90 22 {mid})">the same matrix E (tied weights)</text>')
-    legend(s, 30, bottom + 176, [("#767676", "#767676", "residual stream")], size=12)
-    s.text(cx, bottom + 200, "no biases; RMSNorm: a scale, no centring", size=12, color=MUTED)
-    s.h = round(bottom + 212)
+    mid = (emb + bh // 2 + bottom) / 2
+    s.raw(f'<text x="{label_x}" y="{mid}" font-size="12" text-anchor="middle" fill="{MUTED}"'
+          f' transform="rotate(-90 {label_x} {mid})">the same matrix E (tied weights)</text>')
+    legend(s, L.legend[0], bottom + L.legend[1], [("#767676", "#767676", "residual stream")],
+           size=12)
+    for x, dy, anchor, line in L.notes:
+        s.text(x, bottom + dy, line, size=12, anchor=anchor, color=MUTED)
+    s.h = round(bottom + L.foot)
     return s
 
 
@@ -1610,7 +1591,7 @@ NARROW: dict[str, list[tuple]] = {
                           ("wrap", 550, 625)],
     "pre_post_norm": [("crop", 30, 5, 310, 575), ("rule",), ("crop", 360, 5, 660, 598),
                       ("crop", 30, 610, 470, 650, 0.77)],
-    "encoder_decoder": [("drawing", encoder_decoder_narrow())],
+    "encoder_decoder": [("drawing", encoder_decoder(narrow=True))],
     "kv_cache": [("crop", 20, 8, 236, 535), ("rule",), ("crop", 244, 8, 454, 535), ("rule",),
                  ("crop", 460, 8, 675, 535), ("wrap", 545, 570)],
     "gqa_heads": [("crop", 8, 12, 232, 340), ("rule",), ("crop", 238, 12, 462, 340), ("rule",),
@@ -1629,7 +1610,7 @@ NARROW: dict[str, list[tuple]] = {
                       ("row", (25, 522, 95, 622), (165, 522, 295, 622)),
                       ("row", (25, 522, 95, 622), (325, 522, 625, 622), {"scale": 0.88}),
                       ("wrap", 630, 655)],
-    "smollm2_block": [("drawing", smollm2_block_narrow())],
+    "smollm2_block": [("drawing", smollm2_block(narrow=True))],
     "attention_shapes": [("crop", 190, 14, 440, 95, {"drop": ATTENTION_SHAPES_DROP}), ("label", "↓", 20),
                          ("row", (50, 100, 220, 265), (230, 100, 400, 265),
                           {"scale": 0.95, "drop": ATTENTION_SHAPES_DROP}),
