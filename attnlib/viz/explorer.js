@@ -164,8 +164,8 @@
     function paintBars() {
       var ex = P.examples[state.ex];
       bars.textContent = "";
-      if (state.row < 0) { div("attnlib-hint", bars, "Click a query token (row label) or a cell to list its " + P.valueName + "s here."); return; }
-      div("attnlib-bars-head", bars, "query " + quoted(ex.rows[state.row]) + " \u2192 " + P.valueName + "s over keys");
+      if (state.row < 0) { div("attnlib-hint", bars, "Click a query token (row label) or a cell: its row shows here, " + P.valueName + " for each key."); return; }
+      div("attnlib-bars-head", bars, "query " + quoted(ex.rows[state.row]) + " \u2192 " + P.valueName + " for each key");
       var V = values(state.ex), base = offset() + state.row * geo.tk, m = Math.max(Math.abs(P.vmin), Math.abs(P.vmax));
       for (var j = 0; j < geo.tk; j++) {
         var kind = V.kind[base + j], code = V.code[base + j], v = code / scale;

@@ -186,7 +186,8 @@
        drawing as hidden rects that carry each one's value (data-value) and colour (fill), in
        row-major order, and the future's hatching is one path over the hatched cells */
     var ctx = null, probe = null, hoverAt = -1;
-    function cellFor(T, avail) { return Math.max(4, Math.min(30, Math.floor(Math.min(440, avail - 46) / T))); }
+    /* 3 px at least: 64 characters then fit a phone's column beside the colour bar (4 px made 256) */
+    function cellFor(T, avail) { return Math.max(3, Math.min(30, Math.floor(Math.min(440, avail - 46) / T))); }
     function build(light) {
       tip.hide();
       var T = S.ids.length, toks = S.ids.map(function (id) { return P.vocab[id]; });
