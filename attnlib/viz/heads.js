@@ -99,7 +99,7 @@
       hm = K.heatmap({ parent: fig, avail: K.width(root) - 70, rows: x.rows, cols: x.cols, palette: pal, lo: P.vmin, hi: P.vmax, digits: D,
         value: function (i, j) { var v = w(l, h, i, j); return v === -Infinity || v !== v ? 0 : v; },
         masked: function (i, j) { var v = w(l, h, i, j); return v === -Infinity || v !== v; },
-        selected: S.row, cellText: true, cellMax: 34, cellMin: 8, hatchId: "attnlib-hatch-" + uid, rowTitle: "query", colTitle: "key",
+        selected: S.row, cellText: true, cellMax: 34, cellMin: 4, hatchId: "attnlib-hatch-" + uid, rowTitle: "query", colTitle: "key",
         label: "layer " + l + ", head " + h + ": " + P.valueName + "s, " + tq + " queries by " + tk + " keys; Enter follows a query row through every head",
         onRow: function (i) { S.row = S.row === i ? -1 : i; render(); }, onCell: function (i) { S.row = S.row === i ? -1 : i; render(); },
         onEscape: function () { S.row = -1; render(); },
