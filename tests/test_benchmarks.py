@@ -388,3 +388,27 @@ def test_stored_structure_run_is_on_the_page() -> None:
     page = PAGE.read_text()
     assert render_structure_doc(doc) in page, "run `python -m benchmarks.report`"
     assert ":pyobject: functional_generate" in page
+
+
+def test_stored_explorer_latency_covers_every_explorer_within_budget() -> None:
+    """The explorer run (benchmarks/explorer_latency.py) the page shows: every explorer kind the
+    book's pages hold was operated, and every median (per kind and page, input to painted frame;
+    heavy controls to their first painted response) is within 60 ms. Reads the record; times nothing."""
+    from benchmarks.explorer_latency import SCHEMA as EXPLORER_SCHEMA
+    from benchmarks.explorer_latency import TARGET_MS, book_kinds, summary
+    from benchmarks.report import EXPLORERS_JSON, render_explorers_doc
+
+    run = json.loads(EXPLORERS_JSON.read_text())
+    assert run["schema"] == EXPLORER_SCHEMA
+    kinds = book_kinds()
+    assert {"attention explorer", "live tiny GPT", "precomputed slider", "exercise"} <= kinds, kinds
+    missing = kinds - {r["kind"] for r in run["table"]}
+    assert not missing, f"the record has no measure of {sorted(missing)}: run `python -m benchmarks.explorer_latency`"
+    for r in run["table"]:  # each row is the median of its controls' samples
+        xs = [x for c in run["controls"] if (c["kind"], c["page"], bool(c["heavy"])) == (r["kind"], r["page"], r["heavy"])
+              for x in c["paint_ms"]]
+        assert summary(xs) == {k: r[k] for k in ("n", "median_ms", "p90_ms")}, r
+    over = [f"{r['kind']} on {r['page']}: {r['median_ms']} ms" for r in run["table"] if r["median_ms"] > TARGET_MS]
+    assert not over, f"over the {TARGET_MS:g} ms budget: {over}"
+    check_targets(run["targets"])
+    assert render_explorers_doc(run) in PAGE.read_text(), "run `python -m benchmarks.report`"
