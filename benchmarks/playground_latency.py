@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from .frame_latency import PROBE as FRAME_PROBE
+from .frame_latency import percentile  # noqa: F401  (benchmarks.playground_trace reads it here)
 from .harness import Settings, Target, cpu_stall_us, environment
 from .smollm2_browser import save
 
@@ -33,29 +35,13 @@ TARGET_MS = 60.0
 TEXT64 = "In the beginning God created the heaven and the earth. And the e"
 TYPED = "arth was without form, and void; and darkness was upon the face of the deep."
 
-# installed in the page before typing: a capture listener on the document runs before the box's
-# own listener, so each input event gets its start time (the key event's timeStamp) and, after
-# the page's handlers, a frame callback and a post-frame message
-PROBE = """
-var root = arguments[0], box = root.querySelector('textarea.attnlib-live-text');
-window.__lat = [];
-var ch = new MessageChannel(), pending = [];
-ch.port1.onmessage = function () { var r = pending.shift(); r.paint = performance.now() - r.t0; window.__lat.push(r); };
-document.addEventListener('keydown', function (e) { if (e.target === box) window.__keyT = e.timeStamp; }, true);
-box.addEventListener('input', function (e) {
-  var rec = { t0: window.__keyT !== undefined ? window.__keyT : e.timeStamp, handler0: performance.now() };
-  window.__keyT = undefined;
-  requestAnimationFrame(function () { rec.handler = window.__handlerEnd - rec.handler0; rec.raf = performance.now() - rec.t0; pending.push(rec); ch.port2.postMessage(0); });
-}, true);
-box.addEventListener('input', function () { window.__handlerEnd = performance.now(); });  /* after the page's own */
+# installed in the page before typing (benchmarks/frame_latency.py's probe, armed for the box):
+# each keystroke's start is its key event's timeStamp; the box's input event, after the page's
+# handlers, asks for a frame and records at it and once it is painted
+PROBE = FRAME_PROBE + """
+window.__frameProbe.arm({start: ['keydown'], react: ['input'], persist: true,
+                         target: arguments[0].querySelector('textarea.attnlib-live-text')});
 """
-
-
-def percentile(xs: list[float], q: float) -> float:
-    s = sorted(xs)
-    k = (len(s) - 1) * q
-    lo = int(k)
-    return s[lo] + (s[min(lo + 1, len(s) - 1)] - s[lo]) * (k - lo)
 
 
 def measure(page: Path, keys: int, gap: float) -> dict:

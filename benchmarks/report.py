@@ -22,6 +22,7 @@ GPU_JSON = ROOT / "benchmarks" / "results" / "quick_cuda.json"  # written by ben
 NOTEBOOK_TIMES = ROOT / "benchmarks" / "results" / "notebook_times.json"  # scripts/execute_notebooks.py
 BROWSER_JSON = ROOT / "benchmarks" / "results" / "smollm2_browser.json"  # benchmarks/smollm2_browser.py
 PLAYGROUND_JSON = ROOT / "benchmarks" / "results" / "playground_latency.json"  # benchmarks/playground_latency.py
+EXPLORERS_JSON = ROOT / "benchmarks" / "results" / "explorer_latency.json"  # benchmarks/explorer_latency.py
 STRUCTURE_JSON = ROOT / "benchmarks" / "results" / "full_cpu_structure.json"  # --full --only structure
 BLOCK = re.compile(r"(<!-- BEGIN generated:(\w+) -->\n?)(.*?)(\n?<!-- END generated:\2 -->)", re.S)
 MIB = 2**20
@@ -287,6 +288,30 @@ def render_playground(doc: dict) -> str:
     return head + table + "\n" + _md_table(["target", "measured", "goal", ""], targets)
 
 
+def render_explorers(doc: dict) -> str:
+    """Every explorer's input-to-frame time in headless Chromium (its own JSON)."""
+    if not EXPLORERS_JSON.exists():
+        return "*Not measured yet*: `python -m benchmarks.explorer_latency` writes it.\n"
+    return render_explorers_doc(json.loads(EXPLORERS_JSON.read_text()))
+
+
+def render_explorers_doc(run: dict) -> str:
+    b, env, s = run["browser"], run["env"], run["settings"]
+    stall = b.get("cpu_stall")
+    head = (f"`python -m benchmarks.explorer_latency` at {env['utc']}: {env['device_name']}, "
+            f"{env['cpu_count']} cores, Chromium {b['chromium']} (headless); every control of every "
+            f"output operated {s['samples']} times (keys, a click, the pointer on a cell); input to "
+            "painted frame" + ("" if stall is None else f"; some task waited for a CPU {stall:.0%} of the time")
+            + ".\n\n")
+    rows = [[r["kind"] + (" (heavy: first response)" if r["heavy"] else ""), r["page"].split("/")[-1],
+             r["controls"], ", ".join(r["what"]), r["median_ms"], r["p90_ms"]] for r in run["table"]]
+    table = _md_table(["explorer", "page", "controls", "operated by", "median ms", "p90 ms"], rows)
+    heavy = _md_table(["heavy control (timed to its first painted response)", "it"],
+                      [[f"{h['kind']}: `{h['control']}`", h["what"]] for h in run["heavy"]])
+    targets = [[t["name"], t["value"], f"{t['op']} {t['limit']:g}", VERDICT[t["met"]]] for t in run["targets"]]
+    return head + table + "\n" + heavy + "\n" + _md_table(["target", "measured", "goal", ""], targets)
+
+
 def render_structure(doc: dict) -> str:
     """GPT.generate against the 25-line loop (its own JSON: ``--full --only structure``)."""
     if not STRUCTURE_JSON.exists():
@@ -314,7 +339,7 @@ def render_structure_doc(run: dict) -> str:
 RENDER = {"structure": render_structure, "env": render_env, "targets": render_targets, "attention": render_attention, "models": render_models,
           "generation": render_generation, "memory_bound": render_memory_bound, "layout": render_layout,
           "tiny_vs_nano_rounds": render_tiny_vs_nano_rounds, "compiled": render_compiled,
-          "smollm2": render_smollm2, "smollm2_browser": render_smollm2_browser, "playground": render_playground, "chapters": render_chapters,
+          "smollm2": render_smollm2, "smollm2_browser": render_smollm2_browser, "playground": render_playground, "explorers": render_explorers, "chapters": render_chapters,
           "chapters_total": render_chapters_total, "gpu": render_gpu,
           **{name: _inline(name) for name in INLINE}}
 

@@ -49,8 +49,9 @@
    (``attnlib.viz.precomputed_slider``: a VBox of a SelectionSlider ``jslink``ed to a Stack of
    Output widgets) only picks among states stored in the notebook, so on the book's page it is
    drawn as plain HTML from that stored state: a labelled ``<input type=range>`` with its value
-   beside it (the explorers' look, book/_static/book.css) over the states, one shown, and a few
-   lines of script (scripts/precomputed_slider.js) that show the state of the slider's value. The
+   beside it (the explorers' look, book/_static/book.css) over the states, one shown (the others
+   inert in a <template> until first picked), and a few lines of script
+   (scripts/precomputed_slider.js) that show the state of the slider's value. The
    notebook keeps its widget for JupyterLab and Colab. A page left with no widget view drops the
    widget state and the widget manager (html-manager/embed.js, 1.9 MB, and its shim); a page
    with a live widget keeps them.
@@ -577,7 +578,9 @@ def _state_html(outputs: list[dict], alt: str) -> str:
 def precomputed_slider_html(parts: dict, uid: str, alt: str = "", script: bool = True) -> str:
     """The slider of ``parts`` (precomputed_slider_parts) as the book's own HTML: a labelled
     range input (keyboard: arrows, Home/End) whose value is said beside it and in its
-    aria-valuetext, over one block per state, all but the chosen one hidden."""
+    aria-valuetext, over one block per state, all but the chosen one hidden. A hidden state's
+    HTML sits in a <template>: inert (not in the page's DOM, its images not decoded) until the
+    slider first picks it (scripts/precomputed_slider.js clones it in)."""
     import html as _html
 
     esc = lambda t: _html.escape(str(t), quote=True)  # noqa: E731
@@ -585,8 +588,11 @@ def precomputed_slider_html(parts: dict, uid: str, alt: str = "", script: bool =
     states = []
     for k, (label, outputs) in enumerate(zip(labels, parts["states"])):
         state_alt = f"{alt} (shown: {name} {label})" if alt else f"{name} {label}"
-        states.append(f'<div class="attnlib-pslider-state" data-label="{esc(label)}"'
-                      f'{"" if k == index else " hidden"}>{_state_html(outputs, state_alt)}</div>')
+        body = _state_html(outputs, state_alt)
+        states.append(f'<div class="attnlib-pslider-state" data-label="{esc(label)}">{body}</div>'
+                      if k == index else
+                      f'<div class="attnlib-pslider-state" data-label="{esc(label)}" hidden>'
+                      f'<template>{body}</template></div>')
     js = f"<script>{PSLIDER_JS.read_text(encoding='utf-8')}</script>" if script else ""
     return (f'<div class="attnlib-pslider" id="{esc(uid)}" data-state="{esc(labels[index])}">'
             f'<div class="attnlib-controls"><label class="attnlib-control"><span>{esc(name)}</span>'

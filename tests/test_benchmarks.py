@@ -388,3 +388,31 @@ def test_stored_structure_run_is_on_the_page() -> None:
     page = PAGE.read_text()
     assert render_structure_doc(doc) in page, "run `python -m benchmarks.report`"
     assert ":pyobject: functional_generate" in page
+
+
+def test_stored_explorer_latency_covers_every_explorer() -> None:
+    """The explorer run (benchmarks/explorer_latency.py) the page shows: every explorer kind the
+    book's pages hold was operated, each row is the median of its samples, and the 60 ms target
+    states the largest median (per kind and page, input to painted frame; heavy controls to their
+    first painted response) and whether it is met. Like every speed goal, the budget is a target of
+    the benchmark, met or missed on the page, not a unit test. Reads the record; times nothing."""
+    from benchmarks.explorer_latency import SCHEMA as EXPLORER_SCHEMA
+    from benchmarks.explorer_latency import TARGET_MS, book_kinds, summary
+    from benchmarks.report import EXPLORERS_JSON, render_explorers_doc
+
+    run = json.loads(EXPLORERS_JSON.read_text())
+    assert run["schema"] == EXPLORER_SCHEMA
+    kinds = book_kinds()
+    assert {"attention explorer", "live tiny GPT", "precomputed slider", "exercise"} <= kinds, kinds
+    missing = kinds - {r["kind"] for r in run["table"]}
+    assert not missing, f"the record has no measure of {sorted(missing)}: run `python -m benchmarks.explorer_latency`"
+    for r in run["table"]:  # each row is the median of its controls' samples
+        xs = [x for c in run["controls"] if (c["kind"], c["page"], bool(c["heavy"])) == (r["kind"], r["page"], r["heavy"])
+              for x in c["paint_ms"]]
+        assert summary(xs) == {k: r[k] for k in ("n", "median_ms", "p90_ms")}, r
+    worst = max(run["table"], key=lambda r: r["median_ms"])
+    (target,) = run["targets"]
+    assert (target["value"], target["limit"]) == (worst["median_ms"], TARGET_MS), target
+    assert worst["kind"] in target["name"] and worst["page"] in target["name"], target
+    check_targets(run["targets"])
+    assert render_explorers_doc(run) in PAGE.read_text(), "run `python -m benchmarks.report`"

@@ -139,9 +139,11 @@ def test_precomputed_slider_html_is_a_labelled_range_over_the_states():
     assert '<input type="range" class="attnlib-pslider-range" min="0" max="1" step="1" value="1" ' \
            'aria-label="d &lt;k&gt;" aria-valuetext="d &lt;k&gt; 2">' in html
     assert '<output class="attnlib-pslider-value">2</output>' in html
-    # the state it opens on is shown, the other hidden; a figure keeps its stored size and alt
-    assert '<div class="attnlib-pslider-state" data-label="1" hidden><img src="data:image/png;' \
-           'base64,iVBORw0K" width="320" height="240" alt="A chart. (shown: d &lt;k&gt; 1)">' in html
+    # the state it opens on is shown, the other hidden and inert in a <template> until picked;
+    # a figure keeps its stored size and alt
+    assert '<div class="attnlib-pslider-state" data-label="1" hidden><template><img ' \
+           'src="data:image/png;base64,iVBORw0K" width="320" height="240" ' \
+           'alt="A chart. (shown: d &lt;k&gt; 1)"></template></div>' in html
     assert '<div class="attnlib-pslider-state" data-label="2"><div class="output text_html ' \
            'attnlib-pslider-html">' \
            '<b>two</b></div></div>' in html

@@ -275,6 +275,16 @@ def test_page_widget_sliders_move(driver, page):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
+    def nudge(element, read):
+        """Focus a slider and press the right arrow (the left one at its top end); return the
+        value it had before, as ``read`` reads it."""
+        value = read()
+        driver.execute_script("arguments[0].focus();", element)
+        element.send_keys(Keys.ARROW_RIGHT)
+        if read() == value:
+            element.send_keys(Keys.ARROW_LEFT)
+        return value
+
     docname = page[0]
     for k, root in enumerate(driver.find_elements(By.CSS_SELECTOR, "div.attnlib-pslider")):
         label = f"{docname}__pslider{k}"
@@ -283,11 +293,7 @@ def test_page_widget_sliders_move(driver, page):
         before = driver.execute_script(JS_PSLIDER_SHOWN, root)
         assert len(before) == 1 and before[0][2].strip("| "), f"{label}: shows {before}"
         shot(root, f"{label}_before")
-        value = r.get_attribute("value")
-        driver.execute_script("arguments[0].focus();", r)
-        r.send_keys(Keys.ARROW_RIGHT)
-        if r.get_attribute("value") == value:
-            r.send_keys(Keys.ARROW_LEFT)
+        value = nudge(r, lambda: r.get_attribute("value"))
         assert r.get_attribute("value") != value, f"{label}: the slider did not move"
         after = driver.execute_script(JS_PSLIDER_SHOWN, root)
         shot(root, f"{label}_after")
@@ -304,11 +310,7 @@ def test_page_widget_sliders_move(driver, page):
         before = driver.execute_script(JS_VISIBLE_CONTENT, root)
         shot(root, f"{label}_before")
         handle = slider.find_element(By.CSS_SELECTOR, ".noUi-handle")
-        value = handle.get_attribute("aria-valuenow")
-        driver.execute_script("arguments[0].focus();", handle)
-        handle.send_keys(Keys.ARROW_RIGHT)
-        if handle.get_attribute("aria-valuenow") == value:
-            handle.send_keys(Keys.ARROW_LEFT)
+        value = nudge(handle, lambda: handle.get_attribute("aria-valuenow"))
         assert handle.get_attribute("aria-valuenow") != value, f"{label}: the slider did not move"
         after = wait_for(lambda: (c := driver.execute_script(JS_VISIBLE_CONTENT, root)) != before and c,
                          timeout=5)
