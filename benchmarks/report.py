@@ -13,6 +13,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_JSON = ROOT / "benchmarks" / "results" / "full_cpu.json"
@@ -230,26 +231,39 @@ def render_gpu_doc(gpu: dict) -> str:
     if gen:
         out += _md_table(["model", "cache tok/s", "attnlib / HF tok/s"],
                          [[r["shape"], r["tokens_per_s"]["attnlib_cache"], r["attnlib_over_hf_tok_s"]] for r in gen]) + "\n"
-    rows = [[t["name"], t["value"], f"{t['op']} {t['limit']:g}", VERDICT[t["met"]]] for t in gpu.get("targets", [])]
-    return out + _md_table(["target", "measured", "goal", ""], rows)
+    return out + _targets_md(gpu.get("targets", []))
 
 
-def render_smollm2_browser(doc: dict) -> str:
-    """SmolLM2 in headless Chromium beside attnlib in Python (its own JSON), and its targets."""
-    if not BROWSER_JSON.exists():
-        return "*Not measured yet*: `python -m benchmarks.smollm2_browser` writes it.\n"
-    return render_browser_doc(json.loads(BROWSER_JSON.read_text()))
+def _targets_md(targets: list[dict]) -> str:
+    """A run's targets as a table: name, measured, goal, met or missed."""
+    rows = [[t["name"], t["value"], f"{t['op']} {t['limit']:g}", VERDICT[t["met"]]] for t in targets]
+    return _md_table(["target", "measured", "goal", ""], rows)
+
+
+def _chromium_head(name: str, env: dict, b: dict, rest: str) -> str:
+    """The line above a headless-Chromium run's tables: the command, when, the machine, the browser
+    (``rest`` goes on inside its parenthesis) and how long tasks waited for a CPU."""
+    stall = b.get("cpu_stall")
+    return (f"`python -m benchmarks.{name}` at {env['utc']}: {env['device_name']}, {env['cpu_count']} cores, "
+            f"Chromium {b['chromium']} (headless{rest}"
+            + ("" if stall is None else f"; some task waited for a CPU {stall:.0%} of the time") + ".\n\n")
+
+
+def _own_json(path: Path, module: str, render: Callable[[dict], str]) -> Callable[[dict], str]:
+    """A section drawn from a run kept in its own JSON (``render`` of it), or, before the first
+    run, the command that writes it."""
+    def section(doc: dict) -> str:
+        if not path.exists():
+            return f"*Not measured yet*: `python -m benchmarks.{module}` writes it.\n"
+        return render(json.loads(path.read_text()))
+    return section
 
 
 def render_browser_doc(run: dict) -> str:
     b, p, env = run["browser"], run["python"], run["env"]
-    stall = b.get("cpu_stall")
-    head = (f"`python -m benchmarks.smollm2_browser` at {env['utc']}: {env['device_name']}, "
-            f"{env['cpu_count']} cores, Chromium {b['chromium']} (headless; products in "
-            f"{'WebAssembly SIMD' if b.get('accel') == 'wasm-simd' else 'JavaScript'}), torch "
-            f"{env['torch']}; the median of {run['settings']['rounds']} rounds, a fresh page each"
-            + ("" if stall is None else f"; some task waited for a CPU {stall:.0%} of the time")
-            + ".\n\n")
+    head = _chromium_head("smollm2_browser", env, b,
+                          f"; products in {'WebAssembly SIMD' if b.get('accel') == 'wasm-simd' else 'JavaScript'}), "
+                          f"torch {env['torch']}; the median of {run['settings']['rounds']} rounds, a fresh page each")
     mb = lambda n: None if n is None else f"{n / 1e6:,.0f} MB"  # noqa: E731
     rows = [
         ["load: fetch + parse (page), read + dequantize (Python), s", b["load_s"], b.get("load_cpu_s"),
@@ -265,8 +279,7 @@ def render_browser_doc(run: dict) -> str:
          "-", ""],
     ]
     table = _md_table(["", "browser", "browser, CPU time", "attnlib (PyTorch)", "attnlib, CPU time"], rows)
-    targets = [[t["name"], t["value"], f"{t['op']} {t['limit']:g}", VERDICT[t["met"]]] for t in run["targets"]]
-    return head + table + "\n" + _md_table(["target", "measured", "goal", ""], targets)
+    return head + table + "\n" + _targets_md(run["targets"])
 
 
 def render_playground(doc: dict) -> str:
@@ -275,41 +288,27 @@ def render_playground(doc: dict) -> str:
         return "*Not measured yet*: `python -m benchmarks.playground_latency` writes it.\n"
     run = json.loads(PLAYGROUND_JSON.read_text())
     b, env, s = run["browser"], run["env"], run["settings"]
-    stall = b.get("cpu_stall")
-    head = (f"`python -m benchmarks.playground_latency` at {env['utc']}: {env['device_name']}, "
-            f"{env['cpu_count']} cores, Chromium {b['chromium']} (headless); {b['keys']} characters typed "
-            f"{s['gap_s'] * 1e3:.0f} ms apart into a text the model reads 64 characters of"
-            + ("" if stall is None else f"; some task waited for a CPU {stall:.0%} of the time") + ".\n\n")
+    head = _chromium_head("playground_latency", env, b,
+                          f"); {b['keys']} characters typed {s['gap_s'] * 1e3:.0f} ms apart into a text "
+                          "the model reads 64 characters of")
     rows = [["key to the painted frame", b["median_ms"], b["p90_ms"]],
             ["key to the next frame's start (requestAnimationFrame)", b["raf_median_ms"], b["raf_p90_ms"]],
             ["the page's input handler", b["handler_median_ms"], None]]
     table = _md_table(["keystroke to ..., ms", "median", "p90"], rows)
-    targets = [[t["name"], t["value"], f"{t['op']} {t['limit']:g}", VERDICT[t["met"]]] for t in run["targets"]]
-    return head + table + "\n" + _md_table(["target", "measured", "goal", ""], targets)
-
-
-def render_explorers(doc: dict) -> str:
-    """Every explorer's input-to-frame time in headless Chromium (its own JSON)."""
-    if not EXPLORERS_JSON.exists():
-        return "*Not measured yet*: `python -m benchmarks.explorer_latency` writes it.\n"
-    return render_explorers_doc(json.loads(EXPLORERS_JSON.read_text()))
+    return head + table + "\n" + _targets_md(run["targets"])
 
 
 def render_explorers_doc(run: dict) -> str:
     b, env, s = run["browser"], run["env"], run["settings"]
-    stall = b.get("cpu_stall")
-    head = (f"`python -m benchmarks.explorer_latency` at {env['utc']}: {env['device_name']}, "
-            f"{env['cpu_count']} cores, Chromium {b['chromium']} (headless); every control of every "
-            f"output operated {s['samples']} times (keys, a click, the pointer on a cell); input to "
-            "painted frame" + ("" if stall is None else f"; some task waited for a CPU {stall:.0%} of the time")
-            + ".\n\n")
+    head = _chromium_head("explorer_latency", env, b,
+                          f"); every control of every output operated {s['samples']} times (keys, a click, "
+                          "the pointer on a cell); input to painted frame")
     rows = [[r["kind"] + (" (heavy: first response)" if r["heavy"] else ""), r["page"].split("/")[-1],
              r["controls"], ", ".join(r["what"]), r["median_ms"], r["p90_ms"]] for r in run["table"]]
     table = _md_table(["explorer", "page", "controls", "operated by", "median ms", "p90 ms"], rows)
     heavy = _md_table(["heavy control (timed to its first painted response)", "it"],
                       [[f"{h['kind']}: `{h['control']}`", h["what"]] for h in run["heavy"]])
-    targets = [[t["name"], t["value"], f"{t['op']} {t['limit']:g}", VERDICT[t["met"]]] for t in run["targets"]]
-    return head + table + "\n" + heavy + "\n" + _md_table(["target", "measured", "goal", ""], targets)
+    return head + table + "\n" + heavy + "\n" + _targets_md(run["targets"])
 
 
 def render_structure(doc: dict) -> str:
@@ -331,9 +330,12 @@ def render_structure_doc(run: dict) -> str:
     table = _md_table(["model, prompt+new", "25-line loop tok/s", "GPT.generate tok/s",
                        "nanoGPT-style tok/s", "generate / loop", "nanoGPT-style / loop",
                        "attnlib lines per step"], rows)
-    targets = [[t["name"], t["value"], f"{t['op']} {t['limit']:g}", VERDICT[t["met"]]]
-               for t in res["targets"]]
-    return head + table + "\n" + _md_table(["target", "measured", "goal", ""], targets)
+    return head + table + "\n" + _targets_md(res["targets"])
+
+
+# SmolLM2 in headless Chromium beside attnlib in Python; every explorer's input-to-frame time
+render_smollm2_browser = _own_json(BROWSER_JSON, "smollm2_browser", render_browser_doc)
+render_explorers = _own_json(EXPLORERS_JSON, "explorer_latency", render_explorers_doc)
 
 
 RENDER = {"structure": render_structure, "env": render_env, "targets": render_targets, "attention": render_attention, "models": render_models,
