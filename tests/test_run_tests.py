@@ -50,3 +50,14 @@ def test_notebook_steps_run_two_chapters_at_a_time_slowest_first_with_passive_th
         if run_tests.workers():
             assert cmd[cmd.index("--dist") + 1] == "loadfile"
     assert run_tests.ENV["notebooks-default"]["ATEN_CPU_CAPABILITY"] == "default"
+
+
+def test_browser_step_runs_two_browsers_at_a_time_after_the_book_step() -> None:
+    """The browser tests are dealt out one by one to the workers (--dist load; each opens its own
+    Chromium and server) and come after the book step, whose build both workers reuse instead of
+    building the book twice at once."""
+    steps = run_tests.steps()
+    cmd, order = steps["browser"], list(steps)
+    assert order.index("book") < order.index("browser")
+    if run_tests.workers():
+        assert cmd[cmd.index("--dist") + 1] == "load" and "-n" in cmd
