@@ -172,3 +172,55 @@ def test_the_widget_manager_stays_only_where_a_widget_view_is_left():
     gone = {"body": '<div class="attnlib-pslider"></div>', "script_files": files()}
     book_checks.drop_unused_widget_manager(app, "p", "t", gone, None)
     assert [a.filename for a in gone["script_files"]] == ["_static/book.js"]
+
+
+def _html_strings(value):
+    """Every string in a notebook's outputs or widget state (walks dicts and lists)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        if value and all(isinstance(v, str) for v in value):
+            yield "".join(value)  # a multi-line string as nbformat stores it
+        else:
+            for v in value:
+                yield from _html_strings(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _html_strings(v)
+
+
+def test_stored_outputs_carry_the_current_scripts_and_styles():
+    """Every copy of an attnlib/viz script or stylesheet in a stored output is the file as it is
+    now: a change to one is re-embedded (scripts/refresh_assets.py, or executing the notebook)."""
+    import json
+    viz = ROOT / "attnlib" / "viz"
+    assets = {p.name: p.read_text(encoding="utf-8") for p in [*viz.glob("*.js"), *viz.glob("*.css")]}
+    stale = []
+    for nb_path in sorted([*ROOT.glob("notebooks/*.ipynb"), *ROOT.glob("book/*.ipynb")]):
+        nb = json.loads(nb_path.read_text(encoding="utf-8"))
+        texts = [t for c in nb["cells"] for t in _html_strings(c.get("outputs", []))]
+        texts += list(_html_strings(nb.get("metadata", {}).get("widgets", {})))
+        for name, body in assets.items():
+            head = body[:80]  # the file's opening comment or first rule
+            copies = sum(t.count(head) for t in texts)
+            whole = sum(t.count(body) for t in texts)
+            if copies != whole:
+                stale.append(f"{nb_path.name}: {copies - whole} stale copies of {name}")
+    assert stale == [], stale
+
+
+def test_refresh_assets_swaps_old_text_for_new(tmp_path):
+    import nbformat
+    import refresh_assets
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("show()")
+    cell.outputs = [nbformat.v4.new_output("display_data", data={
+        "text/html": "<div><script>/* kit */ var v = 3;</script></div>", "text/plain": "X"})]
+    nb.cells = [cell, nbformat.v4.new_code_cell("1")]
+    path = tmp_path / "a.ipynb"
+    nbformat.write(nb, path)
+    assets = {"kit.js": ("/* kit */ var v = 3;", "/* kit */ var v = 4;")}
+    assert refresh_assets.refresh(path, assets) == {"kit.js"}
+    out = nbformat.read(path, as_version=4).cells[0].outputs[0]
+    assert out.data["text/html"] == "<div><script>/* kit */ var v = 4;</script></div>"
+    assert refresh_assets.refresh(path, assets) == set()  # nothing old is left to swap

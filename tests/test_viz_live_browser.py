@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -79,7 +80,16 @@ def page32(driver, tmp_path):
     check_clean(driver)
 
 
+def settle(root, timeout: float = 30.0) -> None:
+    """Wait until nothing waits to be drawn: a pressed button decodes after its first frame."""
+    deadline = time.monotonic() + timeout
+    while root.get_attribute("data-pending") == "1":
+        assert time.monotonic() < deadline, "the output never finished drawing"
+        time.sleep(0.02)
+
+
 def state(d, root) -> dict[str, str]:
+    settle(root)
     return dict(kv.split("=", 1) for kv in root.get_attribute("data-state").split(";"))
 
 
@@ -132,6 +142,7 @@ def test_greedy_decoding_with_the_cache_equals_pytorch(page32):
     shot(d, "before_generate")
     for _ in range(2):
         root.find_element(By.CSS_SELECTOR, "button.attnlib-live-many").click()
+        settle(root)
     out = root.find_element(By.CSS_SELECTOR, ".attnlib-live-out")
     ids = [int(x) for x in out.get_attribute("data-ids").split(",")]
     prompt = TOK.encode("And God said")
@@ -177,7 +188,9 @@ def test_greedy_decoding_with_the_cache_equals_pytorch(page32):
 def test_sampling_is_seeded_and_filtered(page32):
     d, root = page32
     many = root.find_element(By.CSS_SELECTOR, "button.attnlib-live-many")
-    ids_of = lambda: root.find_element(By.CSS_SELECTOR, ".attnlib-live-out").get_attribute("data-ids")  # noqa: E731
+    def ids_of():
+        settle(root)
+        return root.find_element(By.CSS_SELECTOR, ".attnlib-live-out").get_attribute("data-ids")
     many.click()
     first = ids_of()
     root.find_element(By.CSS_SELECTOR, "button.attnlib-live-reset").click()
@@ -224,6 +237,7 @@ def test_a_vanishing_temperature_is_greedy(page32):
     bars = root.find_elements(By.CSS_SELECTOR, ".attnlib-bars .attnlib-bar")
     assert [float(b.get_attribute("data-p")) for b in bars] == [1.0] + [0.0] * 9   # all on the argmax
     root.find_element(By.CSS_SELECTOR, "button.attnlib-live-many").click()
+    settle(root)
     ids = [int(x) for x in root.find_element(By.CSS_SELECTOR, ".attnlib-live-out").get_attribute("data-ids").split(",")]
     prompt = torch.tensor([TOK.encode("And God said")])
     want = MODEL.generate(prompt, 16, temperature=1e-310, top_k=10)[0].tolist()
@@ -347,6 +361,7 @@ def test_token_text_is_text(driver, tmp_path):
     labels = driver.execute_script("return Array.from(arguments[0].querySelectorAll('svg.attnlib-plot .attnlib-rowlabel > title'), t => t.textContent)", root)
     assert len(labels) == len(EVIL) and "\u201c<\u201d" in labels[0]
     root.find_element(By.CSS_SELECTOR, "button.attnlib-live-many").click()
+    settle(root)
     assert root.find_elements(By.CSS_SELECTOR, "img") == []
     assert driver.execute_script("return arguments[0].querySelectorAll('script').length", root) == 2
     check_clean(driver)

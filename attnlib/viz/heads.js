@@ -67,20 +67,35 @@
         }
       }
     }
-    function rove() { thumbs.forEach(function (b, n) { b.tabIndex = n === S.focus[0] * H + S.focus[1] ? 0 : -1; }); }
-    function paintThumb(l, h) {
-      var c = canvases[l * H + h], e = ex(), tq = e.rows.length, tk = e.cols.length, dpr = window.devicePixelRatio || 1;
-      var px = Math.max(1, Math.floor(size / Math.max(tq, tk))), wpx = px * tk, hpx = px * tq;
-      c.width = wpx * dpr; c.height = hpx * dpr; c.style.width = wpx + "px"; c.style.height = hpx + "px";
-      var g = c.getContext("2d");
-      g.setTransform(dpr, 0, 0, dpr, 0, 0);
-      for (var i = 0; i < tq; i++) for (var j = 0; j < tk; j++) {
-        var v = w(l, h, i, j), dim = S.row >= 0 && i !== S.row;
-        g.globalAlpha = dim ? 0.18 : 1;
-        g.fillStyle = v !== v || v === -Infinity ? "#9a9a9a" : K.colour(pal, v, P.vmin, P.vmax);
-        g.fillRect(j * px, i * px, px, px);
+    function rove() { thumbs.forEach(function (b, n) { var t = n === S.focus[0] * H + S.focus[1] ? 0 : -1; if (b.roved !== t) b.tabIndex = b.roved = t; }); }
+    /* a thumbnail is one pixel per weight, scaled up by CSS (pixelated); the colours of an
+       example are looked up once, and a thumbnail is repainted only when its example or the
+       followed row changed (a click that enlarges a head repaints none) */
+    var rgbs = [];
+    function rgbOf(e) {
+      if (rgbs[e]) return rgbs[e];
+      var v = vals(e), out = new Uint8Array(v.length * 3);
+      for (var n = 0; n < v.length; n++) {
+        var hex = v[n] !== v[n] || v[n] === -Infinity ? "#9a9a9a" : K.colour(pal, v[n], P.vmin, P.vmax);
+        out[3 * n] = parseInt(hex.substr(1, 2), 16); out[3 * n + 1] = parseInt(hex.substr(3, 2), 16); out[3 * n + 2] = parseInt(hex.substr(5, 2), 16);
       }
-      g.globalAlpha = 1;
+      return (rgbs[e] = out);
+    }
+    function paintThumb(l, h) {
+      var c = canvases[l * H + h], e = ex(), tq = e.rows.length, tk = e.cols.length, key = S.ex + ":" + S.row;
+      if (c.painted === key) return;
+      c.painted = key;
+      var px = Math.max(1, Math.floor(size / Math.max(tq, tk)));
+      c.width = tk; c.height = tq; c.style.width = px * tk + "px"; c.style.height = px * tq + "px";
+      var g = c.getContext("2d"), img = g.createImageData(tk, tq), d = img.data, rgb = rgbOf(S.ex), base = (l * H + h) * tq * tk;
+      for (var i = 0; i < tq; i++) {
+        var a = S.row >= 0 && i !== S.row ? 46 : 255; /* other rows faded to 0.18 while one is followed */
+        for (var j = 0; j < tk; j++) {
+          var n = i * tk + j, m = 3 * (base + n);
+          d[4 * n] = rgb[m]; d[4 * n + 1] = rgb[m + 1]; d[4 * n + 2] = rgb[m + 2]; d[4 * n + 3] = a;
+        }
+      }
+      g.putImageData(img, 0, 0);
     }
     function hoverThumb(l, h, b, c, e) {
       var r = c.getBoundingClientRect(), x = ex(), tq = x.rows.length, tk = x.cols.length;
@@ -89,7 +104,12 @@
       tip.show(b, ["layer " + P.dims[0].labels[l] + " \u00b7 head " + P.dims[1].labels[h] + ": query " + K.quoted(x.rows[i]) + " \u2192 key " + K.quoted(x.cols[j]),
         P.valueName + " = " + fmtv(w(l, h, i, j)), "click to " + (S.open && S.open[0] === l && S.open[1] === h ? "close" : "enlarge")], gridBox);
     }
+    var bigKey = null; /* what the enlarged head shows: a new followed row is drawn in place */
     function drawBig() {
+      var key = S.ex + ":" + (S.open ? S.open.join(",") : "none") + ":" + K.width(root);
+      if (key === bigKey && hm) { hm.select(S.row); return; }
+      if (key === bigKey && !S.open) return;
+      bigKey = key;
       var hadFocus = hm && document.activeElement === hm.svg;
       big.textContent = ""; hm = null;
       if (!S.open) { K.div("attnlib-hint", big, "Click a head to enlarge it."); return; }
@@ -117,8 +137,11 @@
       if (buildGrid._key !== key) { buildGrid(); buildGrid._key = key; }
       for (var l = 0; l < L; l++) for (var h = 0; h < H; h++) {
         var b = thumbs[l * H + h], on = !!(S.open && S.open[0] === l && S.open[1] === h);
-        K.toggle(b, on);
-        b.setAttribute("aria-label", "layer " + P.dims[0].labels[l] + ", head " + P.dims[1].labels[h] + (on ? ": enlarged (press to close)" : ": enlarge"));
+        if (b.on !== on) {
+          b.on = on;
+          K.toggle(b, on);
+          b.setAttribute("aria-label", "layer " + P.dims[0].labels[l] + ", head " + P.dims[1].labels[h] + (on ? ": enlarged (press to close)" : ": enlarge"));
+        }
         paintThumb(l, h);
       }
       rove();

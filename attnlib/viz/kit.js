@@ -9,7 +9,7 @@
    function the older ones had; outputs already drawn keep the kit they started with.
    Every string from a payload or from the reader reaches the page through textContent /
    setAttribute (escaped). */
-window.attnlibKit = window.attnlibKit && window.attnlibKit.version >= 3 ? window.attnlibKit : (function () {
+window.attnlibKit = window.attnlibKit && window.attnlibKit.version >= 4 ? window.attnlibKit : (function () {
   "use strict";
   /* the SVG namespace, read from the HTML parser so that the output holds no URL at all */
   var SVGNS = (function () { var t = document.createElement("div"); t.innerHTML = "<svg></svg>"; return t.firstChild.namespaceURI; })();
@@ -307,10 +307,12 @@ window.attnlibKit = window.attnlibKit && window.attnlibKit.version >= 3 ? window
       var qy = top + R * ch / 2;
       el("text", { "class": "attnlib-axis", x: 10, y: qy, "text-anchor": "middle", transform: "rotate(-90 10 " + qy + ")" }, svg, o.rowTitle);
     }
-    if (o.selected >= 0 && o.selected < R) {
-      el("rect", { "class": "attnlib-rowbox", x: left - 1.5, y: top + o.selected * ch - 1.5, width: C * cell + 2 - gap, height: ch + 2 - gap,
-        fill: "none", "stroke-width": "3", "pointer-events": "none" }, svg);
+    var rowBox = null;
+    function boxRow(r) {
+      rowBox = r >= 0 && r < R ? el("rect", { "class": "attnlib-rowbox", x: left - 1.5, y: top + r * ch - 1.5, width: C * cell + 2 - gap,
+        height: ch + 2 - gap, fill: "none", "stroke-width": "3", "pointer-events": "none" }, svg) : null;
     }
+    boxRow(o.selected);
     if (o.framed) { /* cells to frame (e.g. every cell holding one token) */
       for (i = 0; i < R; i++) for (j = 0; j < C; j++) if (o.framed(i, j)) {
         el("rect", { "class": "attnlib-rowbox", x: left + j * cell - 1.5, y: top + i * ch - 1.5, width: cell + 2 - gap, height: ch + 2 - gap,
@@ -359,7 +361,14 @@ window.attnlibKit = window.attnlibKit && window.attnlibKit.version >= 3 ? window
       else return;
       e.preventDefault();
     });
-    return { svg: svg, cells: cells, cell: cell, cursor: cur, focusCell: move };
+    /* another selected row, drawn in place (its label and its box; nothing else is rebuilt) */
+    function select(r) {
+      rowLabels.forEach(function (t, i) { t.classList.toggle("attnlib-selected", i === r); });
+      if (rowBox) svg.removeChild(rowBox);
+      boxRow(r);
+      if (rowBox) svg.insertBefore(rowBox, cursor);
+    }
+    return { svg: svg, cells: cells, cell: cell, cursor: cur, focusCell: move, select: select };
   }
 
   /* A colour bar: lo..hi, with a label (placed clear of the widest tick); masked: the fill of
@@ -413,7 +422,7 @@ window.attnlibKit = window.attnlibKit && window.attnlibKit.version >= 3 ? window
     });
   }
 
-  return { version: 3, el: el, div: div, button: button, toggle: toggle, plate: plate, control: control, picker: picker, slider: slider,
+  return { version: 4, el: el, div: div, button: button, toggle: toggle, plate: plate, control: control, picker: picker, slider: slider,
     numberBox: numberBox, unpack: unpack, shown: shown, quoted: quoted, fmt: fmt, palette: palette, colour: colour, isDark: isDark,
     uid: uid, width: width, onResize: onResize, tip: tip, matrixFrame: matrixFrame, hatch: hatch, heatmap: heatmap, colourbar: colourbar, keepKeys: keepKeys,
     boot: boot, CHAR_W: CHAR_W };

@@ -110,10 +110,11 @@
        view and the laboratory (heavy: traces, two greedy continuations) once typing pauses */
     var deferred = later(function () { syncFills(); paintKV(); changed(); }, 200);
     /* fn() once typing pauses: run() (re)starts the wait of ms milliseconds, cancel() drops it (the
-       caller draws everything itself); data-pending on the output says whether it waits */
+       caller draws everything itself); data-pending on the output says whether anything waits (these
+       parts, or the tokens of a pressed button) */
     function later(fn, ms) {
       var timer = null;
-      function set(t) { timer = t; root.setAttribute("data-pending", t === null ? "0" : "1"); }
+      function set(t) { timer = t; root.setAttribute("data-pending", t === null && !queued ? "0" : "1"); }
       return { run: function () { if (timer !== null) clearTimeout(timer); set(setTimeout(function () { set(null); fn(); }, ms)); },
         cancel: function () { if (timer !== null) { clearTimeout(timer); set(null); } } };
     }
@@ -171,8 +172,25 @@
       changed();
     }
     input.addEventListener("input", function () { restart(true); });
-    stepBtn.addEventListener("click", function () { decode(1); });
-    manyBtn.addEventListener("click", function () { decode(16); });
+    /* a press paints its answer first (the output marked busy, data-pending=1) and decodes after
+       that frame, so the click is seen at once; presses while it waits add their tokens */
+    var queued = 0;
+    function press(n) {
+      if (!queued) {
+        root.setAttribute("data-pending", "1"); gen.setAttribute("aria-busy", "true");
+        requestAnimationFrame(function () {
+          setTimeout(function () {
+            var k = queued; queued = 0;
+            gen.removeAttribute("aria-busy");
+            decode(k);
+            root.setAttribute("data-pending", "0");
+          }, 0);
+        });
+      }
+      queued += n;
+    }
+    stepBtn.addEventListener("click", function () { press(1); });
+    manyBtn.addEventListener("click", function () { press(16); });
     resetBtn.addEventListener("click", function () { restart(); });
 
     /* ---- the attention matrix ---- */
@@ -197,7 +215,7 @@
         relabel(toks); paint(light); paintOut(); return;
       }
       figure.textContent = "";
-      if (!T) { svg = null; cells = []; paintBars(); paintOut(); if (!light) paintKV(); paintState(); return; }
+      if (!T) { svg = null; cells = []; fills = []; paintBars(); paintOut(); if (!light) paintKV(); paintState(); return; }
       /* cells fitted to the page's width (less the colour bar), so the 12 px labels stay 12 px */
       var avail = Math.max(240, rootW) - 70, cell = cellFor(T, avail), most = 0;
       for (var t = 1; t <= c.T; t++) most = Math.max(most, t * cellFor(t, avail));
