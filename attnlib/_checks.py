@@ -18,6 +18,7 @@ from typing import Any, Optional
 
 import torch
 from torch import Tensor
+from torch.compiler import is_dynamo_compiling
 
 
 # --- What counts as an int, a number, a switch --------------------------------------------------
@@ -79,26 +80,30 @@ def eager(t: Any = None) -> bool:
 
 
 # --- Checked once: the door and the room ---------------------------------------------------------
-_local = threading.local()  # per thread: is a call that checked its arguments running?
+class _Trust(threading.local):
+    trusted = False  # per thread: is a call that checked its arguments running?
+
+
+_local = _Trust()
 
 
 def checking() -> bool:
     """Should this call check its arguments? Yes, unless a caller checked them (see
     :class:`trusted`). Under ``torch.compile`` a check is traced once, so it always runs (and the
-    per-thread flag is never read there). Asked about ten times per decoded token: dynamo's own
-    flag is one Python call, ``is_compiling()`` three."""
-    return torch.compiler.is_dynamo_compiling() or not getattr(_local, "trusted", False)
+    per-thread flag is never read there). Asked a few times per layer and decoded token: dynamo's
+    own flag is one Python call (``is_compiling()`` three), the per-thread flag one attribute."""
+    return is_dynamo_compiling() or not _local.trusted
 
 
 class trusted:
     """``with trusted():`` the calls inside skip their checks: the caller made them at the door."""
 
     def __enter__(self) -> None:
-        if not torch.compiler.is_dynamo_compiling():
-            self.before, _local.trusted = getattr(_local, "trusted", False), True
+        if not is_dynamo_compiling():
+            self.before, _local.trusted = _local.trusted, True
 
     def __exit__(self, *exc: Any) -> None:
-        if not torch.compiler.is_dynamo_compiling():
+        if not is_dynamo_compiling():
             _local.trusted = self.before
 
 

@@ -76,7 +76,7 @@ class GPT(nn.Module):
             for i, layer in enumerate(self.layers):
                 x, w, _ = layer(x, cache=cache, layer_idx=i, need_weights=need_weights, rope=rope)
                 attentions.append(w)
-            x = self.norm_f(x) if self.norm_f is not None else x  # pre-norm stacks end in a norm
+            x = self.norm_f(x) if self.cfg.norm_first else x  # pre-norm stacks end in a norm
             last = x[:, -logits_to_keep:] if 0 < logits_to_keep < x.shape[1] else x  # 0: all
             logits = self.lm_head(last)  # (B, T or logits_to_keep, vocab)
         loss = lm_loss(logits, targets) if targets is not None else None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ._checks import as_int, as_real, eager, checking
@@ -116,7 +117,7 @@ class LearnedPositionalEmbedding(nn.Embedding):
     def forward(self, positions: Tensor) -> Tensor:
         if checking():
             _check_positions(positions, max_len=self.max_len)
-        return super().forward(positions)  # (T, C)
+        return F.embedding(positions, self.weight)  # (T, C): row p of the table for position p
 
 
 def rotate_half(x: Tensor) -> Tensor:
