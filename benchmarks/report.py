@@ -236,8 +236,17 @@ def render_gpu_doc(gpu: dict) -> str:
 
 def _targets_md(targets: list[dict]) -> str:
     """A run's targets as a table: name, measured, goal, met or missed."""
-    rows = [[t["name"], t["value"], f"{t['op']} {t['limit']:g}", VERDICT[t["met"]]] for t in targets]
+    rows = [[t["name"], _beside(t["value"], t["limit"]), f"{t['op']} {t['limit']:g}", VERDICT[t["met"]]]
+            for t in targets]
     return _md_table(["target", "measured", "goal", ""], rows)
+
+
+def _beside(value: object, limit: float) -> object:
+    """A measured value that rounds to its goal (1.052 against 1.05) keeps one more digit, so the
+    row does not read "1.05, <= 1.05, missed"."""
+    if isinstance(value, float) and _num(value) == _num(float(limit)) and value != limit:
+        return f"{value:.4g}"
+    return value
 
 
 def _chromium_head(name: str, env: dict, b: dict, rest: str) -> str:
