@@ -3,9 +3,9 @@
 Every explorer, live model and heads grid carries the JavaScript and CSS of ``attnlib/viz``
 verbatim in its stored output (the book's pages need no kernel). After a change to those files
 the stored outputs still hold the old text. Executing the notebooks again would embed the new
-text, but it would also recompute every trained number with this machine's kernels, and a CPU
-whose BLAS takes another code path (Intel's MKL runs other kernels on an AMD processor) trains
-slightly different models: the stored run stays the book's reference (book/checking.md).
+text, but it would also recompute every trained number with this machine's kernels, and another
+processor's matrix kernels round differently and train slightly different models: the stored run
+stays the book's reference (book/checking.md).
 
 So this swaps each changed asset's text as of ``--since`` (a git revision, default HEAD) for its
 text in the working tree, in every string of every notebook (outputs and the widget state, which

@@ -416,3 +416,11 @@ def test_stored_explorer_latency_covers_every_explorer() -> None:
     assert worst["kind"] in target["name"] and worst["page"] in target["name"], target
     check_targets(run["targets"])
     assert render_explorers_doc(run) in PAGE.read_text(), "run `python -m benchmarks.report`"
+
+
+def test_a_target_value_that_rounds_to_its_goal_keeps_a_fourth_digit() -> None:
+    from benchmarks.report import _targets_md
+    rows = _targets_md([{"name": "ratio", "value": 1.0522, "op": "<=", "limit": 1.05, "met": False},
+                        {"name": "other", "value": 1.34, "op": "<=", "limit": 1.3, "met": False}])
+    assert "| ratio | 1.052 | <= 1.05 | **missed** |" in rows
+    assert "| other | 1.34 | <= 1.3 | **missed** |" in rows
