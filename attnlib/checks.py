@@ -213,6 +213,34 @@ def check_finite(top: Tensor) -> None:
     raise ValueError(f"{at} has no finite logit (every token is -inf): nothing to pick from")
 
 
+class LogitWatch:
+    """The logits of a decoding loop, checked for NaN and inf once, after it (:func:`check_finite`):
+    a check at each step would read a value back to the host, which stops a GPU at every token.
+    ``add`` only holds a step's logits (B, 1, V); every ``fold`` steps they shrink to each row's
+    largest logit on the device, so the watch never holds more than ``fold`` steps of logits."""
+
+    fold = 64
+
+    def __init__(self) -> None:
+        self.held: list[Tensor] = []  # the latest steps' logits, (B, 1, V) each
+        self.tops: list[Tensor] = []  # (B, steps): each row's largest logit at each step
+
+    def add(self, logits: Tensor) -> None:
+        self.held.append(logits)
+        if len(self.held) == self.fold:
+            self._shrink()
+
+    def check(self) -> None:
+        if self.held:
+            self._shrink()
+        if self.tops:
+            check_finite(torch.cat(self.tops, dim=1))  # (B, steps): one read for the whole loop
+
+    def _shrink(self) -> None:
+        self.tops.append(torch.cat(self.held, dim=1).amax(dim=-1))  # (B, steps held)
+        self.held = []
+
+
 def check_attention_mask(attention_mask: Any, ids: Tensor, name: str) -> Optional[Tensor]:
     """A Hugging Face attention_mask (B, T), 1 real / 0 pad, as bool (B, 1, 1, T), True = may
     attend (None stays None)."""

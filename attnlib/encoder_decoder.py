@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 from ._checks import check_flag, checking, trusted
 from .cache import KVCache, all_or_nothing
-from .checks import (check_attention_mask, check_cache, check_config, check_finite,
+from .checks import (LogitWatch, check_attention_mask, check_cache, check_config,
                      check_ids, check_max_new_tokens, check_sampling, check_special_ids,
                      check_targets)
 from .attention import check_mask
@@ -221,21 +221,21 @@ class EncoderDecoder(nn.Module):
         ids = torch.full((B, 1 + n_new), bos_id, dtype=torch.long, device=device)
         finished = torch.zeros(B, dtype=torch.bool, device=ids.device)
         cache = KVCache() if use_cache else None  # the source's cross keys/values made once
-        tops, n = [], 0
+        watch, n = LogitWatch(), 0  # every step's logits, checked once after the loop
         with torch.inference_mode():
             memory, memory_mask, _ = self.encode(src_ids, src_attention_mask=src_attention_mask)
         with torch.inference_mode(), trusted():  # the source is checked: the steps trust it
             for n in range(1, n_new + 1):
                 step = ids[:, n - 1:n] if use_cache else ids[:, :n]
                 out = self.decode(step, memory, memory_mask=memory_mask, cache=cache)
-                nxt, top = pick(out.logits[:, -1:], temperature, top_k, top_p, generator)  # (B, 1)
-                tops.append(top)
+                logits = out.logits[:, -1:]  # (B, 1, vocab)
+                nxt = pick(logits, temperature, top_k, top_p, generator)  # (B, 1)
+                watch.add(logits)
                 if eos_id is not None:
                     nxt = nxt.masked_fill(finished[:, None], eos_id)  # finished rows repeat eos
                     finished = finished | (nxt[:, 0] == eos_id)
                 ids[:, n:n + 1] = nxt
                 if eos_id is not None and bool(finished.all()):  # one read per step: stop early
                     break
-            if tops:
-                check_finite(torch.cat(tops, dim=1))  # (B, steps)
+            watch.check()  # (B, steps): one read for the whole call
         return ids[:, :1 + n].clone() if n < n_new else ids

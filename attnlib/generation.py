@@ -15,19 +15,19 @@ from .checks import check_finite, check_logits_shape, check_sampling
 
 
 def pick(logits: Tensor, temperature: float, top_k: Optional[int], top_p: Optional[float],
-         generator: Optional[torch.Generator]) -> tuple[Tensor, Tensor]:
-    """One token for each row of next-token logits (..., V), and each row's largest logit.
+         generator: Optional[torch.Generator]) -> Tensor:
+    """One token for each row of next-token logits (..., V) -> (...) long: (B, 1) for the model's
+    last position (B, 1, V).
 
-    The caller checks the largest logits for NaN and inf once, after its loop: reading them here
-    would stop a GPU at every token. Arguments are checked by the caller (:func:`sample_next`
-    checks its own). float64 logits are sampled in float64, others in float32.
-
-    Returns (tokens (...) long, top (...)): (B, 1) each for the model's last position (B, 1, V)."""
+    Greedy (temperature 0) is argmax: the first of equal maxima. Arguments are checked by the
+    caller, and so are NaN and inf: the decoding loops hand each step's logits to a
+    :class:`~attnlib.checks.LogitWatch`, which reads them once, after the loop (reading them
+    here would stop a GPU at every token). float64 logits are sampled in float64, others in
+    float32."""
     if temperature == 0:
-        top, best = _wide(logits).max(dim=-1)  # (...) each; NaN where the row holds a NaN
-        return best, top  # greedy: the first of equal maxima
-    probs, top = distribution(logits, temperature, top_k, top_p)  # (..., V), (...)
-    return draw(probs, generator), top
+        return logits.argmax(dim=-1)  # exact in any dtype: comparisons need no widening
+    probs, _ = distribution(logits, temperature, top_k, top_p)  # (..., V)
+    return draw(probs, generator)
 
 
 def _wide(logits: Tensor) -> Tensor:
@@ -99,9 +99,8 @@ def sample_next(logits: Tensor, *, temperature: float = 1.0, top_k: Optional[int
     temperature, top_k, top_p = check_sampling(temperature, top_k, top_p, generator)
     check_logits_shape(logits)
     rows = logits.detach().reshape(-1, logits.shape[-1])  # (B, V): one row per sequence
-    token, top = pick(rows, temperature, top_k, top_p, generator)  # (B,) each
-    check_finite(top)
-    return token.reshape(*logits.shape[:-1], 1)
+    check_finite(rows.amax(dim=-1))  # (B,): NaN, +inf, or a row with no finite logit
+    return pick(rows, temperature, top_k, top_p, generator).reshape(*logits.shape[:-1], 1)
 
 
 def top_p_filter(logits: Tensor, top_p: float) -> Tensor:

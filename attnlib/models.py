@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from ._checks import trusted
 from .cache import KVCache, all_or_nothing
-from .checks import check_config, check_finite, check_forward, check_generate
+from .checks import LogitWatch, check_config, check_forward, check_generate
 from .config import TransformerConfig
 from .generation import pick
 from .layers import DecoderLayer, Embeddings, init_weights
@@ -94,16 +94,15 @@ class GPT(nn.Module):
         n, temperature, top_k, top_p = check_generate(self, input_ids, max_new_tokens, temperature,
                                                       top_k, top_p, use_cache, generator)
         cache = KVCache() if use_cache else None
-        new, tops = [], []  # tops: each step's largest logit, checked for NaN and inf at the end
+        new, watch = [], LogitWatch()  # the watch checks every step's logits once, at the end
         with torch.inference_mode(), trusted():
             step = input_ids  # the whole prompt first (prefill), then one token at a time
             for _ in range(n):
                 logits = self(step, cache=cache, logits_to_keep=1).logits  # (B, 1, vocab)
-                token, top = pick(logits, temperature, top_k, top_p, generator)  # (B, 1) each
-                new.append(token), tops.append(top)
+                token = pick(logits, temperature, top_k, top_p, generator)  # (B, 1)
+                new.append(token), watch.add(logits)
                 step = token if use_cache else torch.cat([input_ids, *new], dim=1)  # else: all
-            if tops:
-                check_finite(torch.cat(tops, dim=1))  # (B, steps): one read for the whole call
+            watch.check()  # NaN or inf in any step's logits: one read for the whole call
         return torch.cat([input_ids, *new], dim=1)  # outside inference mode: an ordinary tensor
 
     @classmethod

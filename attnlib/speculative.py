@@ -97,7 +97,7 @@ def _round(target: GPT, draft: GPT, caches: tuple[KVCache, KVCache], ids: Tensor
     for _ in range(k):
         logits = draft(step, cache=draft_cache, logits_to_keep=1).logits[0]  # (1, V)
         if temperature == 0:
-            step, top = pick(logits, 0.0, None, None, None)  # (1,) each
+            step, top = pick(logits, 0.0, None, None, None), logits.amax(dim=-1)  # (1,) each
         else:
             probs, top = distribution(logits, *sampling)  # (1, V), (1,)
             step = draw(probs, generator)
@@ -109,7 +109,7 @@ def _round(target: GPT, draft: GPT, caches: tuple[KVCache, KVCache], ids: Tensor
     logits = target(fed, cache=target_cache, logits_to_keep=k + 1).logits[0]  # (k + 1, V)
     x = fed[0, fed.shape[1] - k:]  # (k,) the drafts
     if temperature == 0:
-        best, top = pick(logits, 0.0, None, None, None)  # (k + 1,) each
+        best, top = pick(logits, 0.0, None, None, None), logits.amax(dim=-1)  # (k + 1,) each
         accept = best[:k] == x  # a draft passes where it is the target's argmax
     else:
         p, top = distribution(logits, *sampling)  # (k + 1, V), (k + 1,)

@@ -399,3 +399,34 @@ def test_seq2seq_gqa_rmsnorm_top_p_cached_equals_uncached():
     assert torch.equal(sampled(), sampled(use_cache=False))
     with pytest.raises(ValueError, match="top_p"):
         s2s.generate(src, 3, bos_id=1, top_p=1.2)
+
+
+def test_logit_watch_checks_every_step_once_and_holds_at_most_fold_steps():
+    """The decoding loops' NaN/inf check: one read after the loop, the right row and step named
+    (here step 100, past one shrink at 64), and never more than ``fold`` steps of logits held."""
+    from attnlib.checks import LogitWatch
+    watch, most = LogitWatch(), 0
+    for step in range(130):
+        logits = torch.zeros(2, 1, 5)
+        if step == 100:
+            logits[1, 0, 3] = float("nan")
+        watch.add(logits)
+        most = max(most, len(watch.held))
+    assert most < LogitWatch.fold
+    with pytest.raises(ValueError, match=r"logits contain NaN \(row 1, step 100\)"):
+        watch.check()
+    fine = LogitWatch()
+    for _ in range(70):
+        fine.add(torch.randn(2, 1, 5))
+    fine.check()  # finite logits pass
+    LogitWatch().check()  # no step at all: nothing to read
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_generate_refuses_a_model_that_outputs_nan(temperature):
+    model = GPT(cfg_())
+    with torch.no_grad():
+        model.lm_head.weight[3, 0] = float("nan")  # one broken vocabulary row (tied: embedding too)
+    with pytest.raises(ValueError, match="logits contain NaN"):
+        model.generate(torch.tensor([[1, 2]]), 3, temperature=temperature,
+                       generator=torch.Generator().manual_seed(0))

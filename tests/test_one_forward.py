@@ -227,11 +227,13 @@ def test_a_cached_decode_step_runs_at_most_100_lines_of_attnlib():
     files = {f for f, _ in lines}
     print(f"a cached decode step: {len(lines)} distinct attnlib lines in {len(files)} files")
     assert len(lines) <= 100, sorted(lines)
-    # inside generate: from the third forward call on (the prefill and one step before it)
+    # inside generate: one step, from the third forward call (after the prefill and a first
+    # step) up to the fourth: the forward, the token's choice and the loop's own lines (the
+    # NaN check after the loop runs once per call, not per step)
     calls = []
     hook = model.register_forward_pre_hook(lambda *_: calls.append(1))
     try:
-        step = _lines_run(lambda: model.generate(ids, 4, temperature=0.0), lambda: len(calls) >= 3)
+        step = _lines_run(lambda: model.generate(ids, 4, temperature=0.0), lambda: len(calls) == 3)
     finally:
         hook.remove()
     print(f"a decode step inside generate: {len(step)} distinct attnlib lines")
