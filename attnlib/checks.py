@@ -217,7 +217,8 @@ class LogitWatch:
     """The logits of a decoding loop, checked for NaN and inf once, after it (:func:`check_finite`):
     a check at each step would read a value back to the host, which stops a GPU at every token.
     ``add`` only holds a step's logits (B, 1, V); every ``fold`` steps they shrink to each row's
-    largest logit on the device, so the watch never holds more than ``fold`` steps of logits."""
+    largest logit on the device, so the watch never holds more than ``fold`` steps of logits (a
+    view holds its whole base: hand it a copy of a slice of larger logits)."""
 
     fold = 64
 

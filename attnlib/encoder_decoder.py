@@ -230,7 +230,8 @@ class EncoderDecoder(nn.Module):
                 out = self.decode(step, memory, memory_mask=memory_mask, cache=cache)
                 logits = out.logits[:, -1:]  # (B, 1, vocab)
                 nxt = pick(logits, temperature, top_k, top_p, generator)  # (B, 1)
-                watch.add(logits)
+                # uncached, the step computed every position: a view would keep all of them
+                watch.add(logits if use_cache else logits.clone())
                 if eos_id is not None:
                     nxt = nxt.masked_fill(finished[:, None], eos_id)  # finished rows repeat eos
                     finished = finished | (nxt[:, 0] == eos_id)

@@ -430,3 +430,26 @@ def test_generate_refuses_a_model_that_outputs_nan(temperature):
     with pytest.raises(ValueError, match="logits contain NaN"):
         model.generate(torch.tensor([[1, 2]]), 3, temperature=temperature,
                        generator=torch.Generator().manual_seed(0))
+
+
+def test_uncached_seq2seq_generation_holds_only_each_steps_last_logits():
+    """Without a cache each step computes logits at every position; the NaN watch must not keep
+    them all alive through a view of the last one."""
+    import attnlib.checks as checks
+    s2s = EncoderDecoder(TransformerConfig(vocab_size=11, d_model=16, n_heads=2, n_layers=1,
+                                           max_len=16)).eval()
+    held_bytes = []
+    real_add = checks.LogitWatch.add
+
+    def spy(self, logits):
+        held_bytes.append(logits.untyped_storage().nbytes())
+        real_add(self, logits)
+
+    checks.LogitWatch.add = spy
+    try:
+        for use_cache in (True, False):
+            held_bytes.clear()
+            s2s.generate(torch.tensor([[1, 2, 3]]), 6, bos_id=1, use_cache=use_cache)
+            assert held_bytes and max(held_bytes) == 11 * 4, (use_cache, held_bytes)
+    finally:
+        checks.LogitWatch.add = real_add
