@@ -252,17 +252,20 @@ class KVCache:
 
 
 class all_or_nothing:
-    """``with all_or_nothing(cache):`` one model step. If it raises, the cache is put back as it
-    was, so no layer holds half a step. ``cache`` may be None (nothing to keep)."""
+    """``with all_or_nothing(cache):`` one model step, entered before :class:`trusted`: if it
+    raises, the cache is put back as it was, so no layer holds half a step. ``cache`` may be None.
+
+    A step that attnlib runs inside a call it has checked already (``generate``'s loop) owns its
+    cache, which nobody else sees and which a failure discards: there nothing is kept."""
 
     def __init__(self, cache: Optional[KVCache]) -> None:
         self.cache = cache
 
     def __enter__(self) -> None:
-        self.saved = None if self.cache is None else self.cache._state()
+        self.saved = self.cache._state() if checking() and self.cache is not None else None
 
     def __exit__(self, kind: Any, *rest: Any) -> None:
-        if kind is not None and self.cache is not None:
+        if kind is not None and self.saved is not None:
             self.cache._set_state(self.saved)
 
 

@@ -140,7 +140,7 @@ class EncoderDecoder(nn.Module):
         past = cache.seq_len if cache is not None else 0
         positions = torch.arange(past, past + tgt_ids.shape[1], device=tgt_ids.device)  # (T,)
         attentions, cross = [], []
-        with trusted(), all_or_nothing(cache):
+        with all_or_nothing(cache), trusted():
             x = self.embed(tgt_ids, positions)  # (B, T, C)
             rope = self.encoder.rope
             rope = rope.cos_sin(positions, x.dtype) if rope is not None else None

@@ -69,7 +69,7 @@ class GPT(nn.Module):
         check_forward(self, input_ids, targets, cache, need_weights, logits_to_keep)
         past = cache.seq_len if cache is not None else 0
         positions = torch.arange(past, past + input_ids.shape[1], device=input_ids.device)  # (T,)
-        with trusted(), all_or_nothing(cache):  # checked above; a failed step leaves the cache
+        with all_or_nothing(cache), trusted():  # checked above; a failed step leaves the cache
             x = self.embed(input_ids, positions)  # (B, T, C)
             rope = self.rope.cos_sin(positions, x.dtype) if self.rope is not None else None
             attentions = []

@@ -193,6 +193,24 @@ def test_a_failed_gpt_step_leaves_the_cache_as_it_was(how):
     torch.testing.assert_close(step[:, -1], full[:, -1], atol=1e-5, rtol=1e-5)
 
 
+def test_a_step_inside_a_checked_call_keeps_no_state(monkeypatch):
+    """generate's loop owns a private cache that a failure discards: its steps save nothing (the
+    saving is what a direct call pays, and it is a measurable share of a decode step)."""
+    from attnlib._checks import trusted
+    saved = []
+    real = KVCache._state
+    monkeypatch.setattr(KVCache, "_state", lambda self: saved.append(1) or real(self))
+    model = GPT(small_cfg()).eval()
+    cache = KVCache()
+    with torch.no_grad():
+        model(torch.tensor([[1, 2]]), cache=cache)
+        assert len(saved) == 1  # a direct call: its state is kept
+        with trusted():
+            model(torch.tensor([[3]]), cache=cache)
+        model.generate(torch.tensor([[1, 2]]), 5, temperature=0.0)
+    assert len(saved) == 1  # neither the trusted step nor generate's 5 steps saved anything
+
+
 def test_a_failed_first_encoder_decoder_step_leaves_the_cache_empty():
     torch.manual_seed(0)
     s2s = EncoderDecoder(small_cfg()).eval()
