@@ -203,9 +203,13 @@ def render_chapters_total(doc: dict) -> str:
     slowest = max(times, key=lambda name: times[name]["seconds"])
     cores = sorted({t["cores"] for t in times.values()})
     total = sum(t["seconds"] for t in times.values())
+    pages = {"playground.ipynb": "the Playground", "smollm2_lab.ipynb": "the SmolLM2 lab"}
+    chapters = sum(name[:2].isdigit() for name in times)
+    what = ", ".join([f"{chapters} chapters"] + [pages.get(n, f"`{n}`") for n in times
+                                                if not n[:2].isdigit()])
     return (f"at most {times[slowest]['seconds']:.0f} s on {'/'.join(map(str, cores))} cores "
-            f"(the slowest, `{slowest}`); all {len(times)} recorded notebooks together take "
-            f"{total:.0f} s")
+            f"(the slowest, `{slowest}`); all {len(times)} recorded notebooks ({what}) "
+            f"together take {total:.0f} s")
 
 
 def render_gpu(doc: dict) -> str:
