@@ -89,7 +89,7 @@ def render_attention(doc: dict) -> str:
                      r["memory"]["attnlib_sdpa"]["peak_bytes"] / MIB, r["memory"]["attnlib_math"]["peak_bytes"] / MIB,
                      r["tt_bytes"] / MIB, c["mask_over_is_causal"]])
         kernels.update(r["memory"]["attnlib_sdpa"]["sdpa_kernels"])
-    return (_md_table(["T", "sdpa ms", "math ms", "sdpa peak MiB", "math peak MiB", "one T x T MiB",
+    return (_md_table(["T", "fused ms", "math ms", "fused peak MiB", "math peak MiB", "one (B, H, T, T) MiB",
                        "mask / is_causal"], rows)
             + "\nThe kernel that ran (from the profiler): " + ", ".join(f"`{k}`" for k in sorted(kernels)) + ".\n")
 
@@ -98,7 +98,7 @@ def render_models(doc: dict) -> str:
     rows = [[r["shape"], r["T"], r["timing"]["median_s"]["hf_sdpa"] * 1e3, r["timing"]["median_s"]["attnlib"] * 1e3,
              r["attnlib_over_hf"], r["eager_over_sdpa"], r["gflops"]["attnlib"]]
             for r in doc["benchmarks"]["models"]["runs"]]
-    return _md_table(["model", "T", "HF ms", "attnlib ms", "attnlib / HF", "HF eager / HF sdpa",
+    return _md_table(["model", "T", "HF ms", "attnlib ms", "attnlib / HF time", "HF eager / HF sdpa",
                       "attnlib GFLOP/s"], rows)
 
 
@@ -109,7 +109,7 @@ def render_generation(doc: dict) -> str:
         rows.append([f"{r['shape']}, {r['prompt']}+{r['new']}", t["attnlib_no_cache"], t["attnlib_cache"],
                      t["hf_cache"], r["cache_speedup"], r["attnlib_over_hf_tok_s"], r["last_over_first_window"]])
     return _md_table(["model, prompt+new", "no cache tok/s", "cache tok/s", "HF tok/s", "cache speedup",
-                      "attnlib / HF", "last / first window"], rows)
+                      "attnlib / HF speed", "last / first window"], rows)
 
 
 def render_layout(doc: dict) -> str:
