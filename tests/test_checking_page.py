@@ -1,4 +1,4 @@
-"""book/checking.md quotes what the chapters print: each quoted stored-run value is in the notebook.
+"""book/checking_ranges.md quotes what the chapters print: each quoted stored-run value is in the notebook.
 
 A value the page quotes as measured in a chapter's stored run carries a marker right after it,
 ``2.05<!-- from:10_tiny_gpt -->`` (invisible on the page). The marker covers the number just
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGE = ROOT / "book" / "checking.md"
+PAGE = ROOT / "book" / "checking_ranges.md"  # the chapter-by-chapter page (checking.md links it)
 NUMBER = r"[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]\d+)?"
 MARKED = re.compile(rf"((?:{NUMBER}(?:, | / ))*{NUMBER})[x%]?<!-- from:(\w+) -->")
 MARKER = re.compile(r"(?<!`)<!-- from:(\w+) -->")  # one in backticks is an example
@@ -85,7 +85,7 @@ def test_markers_name_notebooks_and_cover_every_quote() -> None:
 def test_quoted_values_are_printed_by_the_notebook(name: str) -> None:
     text = notebook_text(name)
     missing = [num for n, num in quoted_values(PAGE.read_text()) if n == name and not printed(num, text)]
-    assert not missing, f"checking.md quotes {missing} from {name}, which its stored outputs do not print"
+    assert not missing, f"checking_ranges.md quotes {missing} from {name}, which its stored outputs do not print"
 
 
 def test_a_changed_quote_fails() -> None:
