@@ -62,10 +62,10 @@ def test_shape_reference_table_matches_attnlib():
         "token ids": tuple(ids.shape),
         "token representations (after embedding, and between blocks)": tuple(x.shape),
         "$Q$, $K$, $V$ after splitting into heads": tuple(q.shape),
-        "attention scores $QK^\\top / \\sqrt{D}$": tuple(w.shape),
+        "attention scores $QK^\\top / \\sqrt{d_k}$ (here $d_k = D$)": tuple(w.shape),
         "attention weights (softmax of the scores)": tuple(out.attentions[0].shape),
         "per-head weighted values (weights $\\times V$)": tuple(per_head.shape),
-        "heads concatenated again (then $W_O$)": tuple(y.shape),
+        "heads concatenated again (then the output projection $W_O$)": tuple(y.shape),
         "feed-forward output": tuple(y.shape),
         "vocabulary logits": tuple(out.logits.shape),
     }
