@@ -338,10 +338,12 @@ def render_structure_doc(run: dict) -> str:
             f"torch {env['torch']}.\n\n")
     rows = [[f"{'shipped tiny GPT' if r['shape'] == 'shipped' else r['shape'] + ' (d=256, 4 layers)'}"
              f", {r['prompt']}+{r['new']}", r["tokens_per_s"]["loop"], r["tokens_per_s"]["attnlib"],
-             r["tokens_per_s"]["nanogpt_modules"], r["attnlib_over_loop"], r["nanogpt_over_loop"],
+             r["tokens_per_s"]["nanogpt_modules"], f"{r['attnlib_over_loop']:.3f}",
+             f"{r['nanogpt_over_loop']:.3f}",
              r["lines_per_step"]] for r in res["runs"]]
     table = _md_table(["model, prompt+new", "25-line loop tok/s", "GPT.generate tok/s",
-                       "nanoGPT-style tok/s", "generate / loop", "nanoGPT-style / loop",
+                       "nanoGPT-style tok/s", "generate / loop (median of rounds)",
+                       "nanoGPT-style / loop",
                        "attnlib lines per step"], rows)
     return head + table + "\n" + _targets_md(res["targets"])
 
