@@ -144,6 +144,23 @@ def render_smollm2(doc: dict) -> str:
     return _md_table(["prompt+new", "attnlib tok/s", "transformers tok/s", "attnlib / transformers", "same tokens"], rows)
 
 
+def _prefill_over_decode(doc: dict, key: str) -> str:
+    """How many times a 32-token prefill's ``key`` exceeds a decode step's, over the models, as
+    'N' or 'N to M' (rounded): quoted in the sentence under the memory-bound table."""
+    ratios = sorted(r[f"prefill_{key}"] / r[f"decode_{key}"]
+                    for r in doc["benchmarks"]["generation"]["runs"])
+    lo, hi = round(ratios[0]), round(ratios[-1])
+    return f"{lo}" if lo == hi else f"{lo} to {hi}"
+
+
+def render_prefill_intensity(doc: dict) -> str:
+    return _prefill_over_decode(doc, "flop_per_byte")
+
+
+def render_prefill_speed(doc: dict) -> str:
+    return _prefill_over_decode(doc, "gflops")
+
+
 # One number inside a sentence: name -> (benchmark, shape or None, key path)
 INLINE = {
     "tiny_vs_hf": ("generation", "tiny", ("attnlib_over_hf_tok_s",)),
@@ -354,7 +371,8 @@ render_explorers = _own_json(EXPLORERS_JSON, "explorer_latency", render_explorer
 
 
 RENDER = {"structure": render_structure, "env": render_env, "targets": render_targets, "attention": render_attention, "models": render_models,
-          "generation": render_generation, "memory_bound": render_memory_bound, "layout": render_layout,
+          "generation": render_generation, "memory_bound": render_memory_bound, "prefill_intensity": render_prefill_intensity,
+          "prefill_speed": render_prefill_speed, "layout": render_layout,
           "tiny_vs_nano_rounds": render_tiny_vs_nano_rounds, "compiled": render_compiled,
           "smollm2": render_smollm2, "smollm2_browser": render_smollm2_browser, "playground": render_playground, "explorers": render_explorers, "chapters": render_chapters,
           "chapters_total": render_chapters_total, "gpu": render_gpu,
