@@ -350,16 +350,19 @@ def render_structure(doc: dict) -> str:
 
 def render_structure_doc(run: dict) -> str:
     env, s, res = run["env"], run["settings"], run["benchmarks"]["structure"]
+    each = [r["timing"].get("processes") for r in res["runs"]]
+    where = (f"the median of {len(each[0])} fresh processes, each {s['rounds']} paired rounds"
+             if all(each) else f"{s['rounds']} paired rounds")
     head = (f"`python -m benchmarks --{s['mode']} --only structure` at {env['utc']}: "
-            f"{env['device_name']}, {env['threads']} thread(s), {s['rounds']} paired rounds, "
-            f"torch {env['torch']}.\n\n")
+            f"{env['device_name']}, {env['threads']} thread(s), {where}, torch {env['torch']}.\n\n")
     rows = [[f"{'shipped tiny GPT' if r['shape'] == 'shipped' else r['shape'] + ' (d=256, 4 layers)'}"
              f", {r['prompt']}+{r['new']}", r["tokens_per_s"]["loop"], r["tokens_per_s"]["attnlib"],
              r["tokens_per_s"]["nanogpt_modules"], f"{r['attnlib_over_loop']:.3f}",
+             ", ".join(f"{p['attnlib']:.3f}" for p in r["timing"].get("processes") or []) or "-",
              f"{r['nanogpt_over_loop']:.3f}",
              r["lines_per_step"]] for r in res["runs"]]
     table = _md_table(["model, prompt+new", "25-line loop tok/s", "GPT.generate tok/s",
-                       "nanoGPT-style tok/s", "generate / loop (median of rounds)",
+                       "nanoGPT-style tok/s", "generate / loop", "in each process",
                        "nanoGPT-style / loop",
                        "attnlib lines per step"], rows)
     return head + table + "\n" + _targets_md(res["targets"])

@@ -353,6 +353,10 @@ def check_structure(doc: dict) -> None:
         assert run["attnlib_over_loop"] == run["timing"]["ratio"]["attnlib"]
         assert run["nanogpt_over_loop"] == run["timing"]["ratio"]["nanogpt_modules"]
         assert 20 <= run["lines_per_step"] and 1 <= run["files_per_step"] <= run["lines_per_step"]
+        each = run["timing"].get("processes")
+        if each is not None:  # the median process's result, the others' ratios beside it
+            assert len(each) % 2 == 1
+            assert run["attnlib_over_loop"] == statistics.median(p["attnlib"] for p in each)
     names = [t["name"] for t in res["targets"]]
     assert any("25-line loop" in n for n in names) and any("lines per" in n for n in names)
 
@@ -365,6 +369,18 @@ def test_structure_smoke_times_generate_against_the_loop(tmp_path: Path) -> None
     check_document(doc, {"structure"})
     check_structure(doc)
     assert doc["benchmarks"]["structure"]["runs"][0]["shape"] == "shipped"
+
+
+def test_structure_times_each_model_in_fresh_processes(monkeypatch) -> None:
+    """quick and full report the process whose ratio is the median; smoke times in-process."""
+    from benchmarks import structure
+
+    monkeypatch.setitem(structure.PROCESSES, "smoke", 3)
+    settings = harness.Settings(mode="smoke", warmup=1, rounds=2, block_s=0.01, min_clean=1)
+    res = structure.time_in_processes("shipped", 8, 4, settings)
+    check_comparison(res, {"loop", "attnlib", "nanogpt_modules"})
+    ratios = [p["attnlib"] for p in res["processes"]]
+    assert len(ratios) == 3 and res["ratio"]["attnlib"] == statistics.median(ratios)
 
 
 def test_the_loop_is_greedy_generate_on_the_shipped_model() -> None:
