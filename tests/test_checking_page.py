@@ -96,3 +96,16 @@ def test_a_changed_quote_fails() -> None:
     changed = page[:m.start()] + "987.654" + page[m.end(1):]
     name, num = quoted_values(changed)[0]
     assert num == "987.654" and not printed(num, notebook_text(name))
+
+
+def test_the_example_check_cell_is_chapter_4s() -> None:
+    """checking.md shows a check cell: it must be one, as written, in chapter 4, with the output
+    the page quotes, hidden from the book and folded in JupyterLab."""
+    page = (ROOT / "book" / "checking.md").read_text()
+    shown = re.search(r"```python\n(# Check:.*?)```", page, re.S).group(1).rstrip("\n")
+    cells = json.loads((ROOT / "notebooks" / "04_scaled_dot_product_attention.ipynb").read_text())
+    cell = next(c for c in cells["cells"] if "".join(c["source"]) == shown)
+    assert "remove-cell" in cell["metadata"]["tags"]
+    assert cell["metadata"]["jupyter"] == {"source_hidden": True, "outputs_hidden": True}
+    quoted = re.search(r"\(`(mask none: weights, largest gap [^`]+)`\)", page).group(1)
+    assert quoted in "".join(cell["outputs"][0]["text"])
