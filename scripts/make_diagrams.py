@@ -747,7 +747,7 @@ def pre_post_norm() -> Svg:
 # running down the right edge from the encoder output into cross-attention.
 ENCODER_DECODER_LAYOUT = {
     "name": ("encoder_decoder", "encoder_decoder_narrow"),
-    "size": ((680, 560), (340, 960)),
+    "size": ((680, 580), (340, 1010)),
     "enc": ((170, 36), (150, 30)),        # the encoder column: centre x, its heading's baseline
     "dec": ((480, 36), (150, 404)),       # the decoder column
     "dec_w": (230, 210),                  # the decoder's boxes (the encoder's are 210 wide)
@@ -764,9 +764,11 @@ ENCODER_DECODER_LAYOUT = {
                   ((278, 290, "end"), (316, 346, "start"))),
     "foot_x": (340, 170),
     "foot": (((506, "every sublayer: residual connection + LayerNorm (omitted here);"),
-              (526, "each layer is repeated N times (N = 6 in the 2017 model)")),
+              (526, "each layer is repeated L times (L = 6 in the 2017 model);"),
+              (546, "the final encoder output feeds every decoder layer")),
              ((872, "every sublayer: residual connection"), (892, "+ LayerNorm (omitted here);"),
-              (918, "each layer is repeated N times"), (938, "(N = 6 in the 2017 model)"))),
+              (918, "each layer is repeated L times"), (938, "(L = 6 in the 2017 model);"),
+              (964, "the final encoder output feeds"), (984, "every decoder layer"))),
 }
 
 
@@ -780,7 +782,8 @@ def encoder_decoder(narrow: bool = False) -> Svg:
             "memory. Then the decoder layer reads the target so far (T_q tokens): masked (causal) "
             "self-attention, then cross-attention whose queries come from the decoder and whose "
             "keys and values come from the encoder output, with weights of shape (B, H, T_q, T_k), "
-            "then the FFN. Every sublayer has a residual connection and a LayerNorm.")
+            "then the FFN. Every sublayer has a residual connection and a LayerNorm. Each layer "
+            "is repeated L times; the final encoder output feeds every decoder layer.")
 
     def layer_input(x, y, heading, source, shape, arrow):
         """A layer's heading and input line, and the arrow down; returns its first box's top."""
