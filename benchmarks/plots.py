@@ -53,21 +53,30 @@ def attention_plots(doc: dict, stem: Path) -> list[Path]:
 
 
 def models_plots(doc: dict, stem: Path) -> list[Path]:
+    """Forward time relative to HF's (the median of per-round ratios), on a linear axis from 0."""
     runs = doc["benchmarks"]["models"]["runs"]
     fig, ax = plt.subplots(figsize=(WIDTH, HEIGHT))
     x = list(range(len(runs)))
     w = 0.27
-    for i, (name, key) in enumerate((("HF transformers", "hf_sdpa"), ("attnlib", "attnlib"),
-                                     ("HF, eager attention", "hf_eager"))):
-        ax.bar([j + (i - 1) * w for j in x], [r["timing"]["median_s"][key] * 1e3 for r in runs], w,
-               color=COLOR[name], label=name)
-    ax.set(xticks=x, xticklabels=[r["shape"] for r in runs], yscale="log",
-           ylabel="ms per forward", title=f"One forward over T={runs[0]['T']} tokens")
-    ax.legend()
+    for i, (name, label, ratio) in enumerate((("HF transformers", "HF", lambda r: 1.0),
+                                              ("attnlib", "attnlib", lambda r: r["attnlib_over_hf"]),
+                                              ("HF, eager attention", "HF eager", lambda r: r["eager_over_sdpa"]))):
+        ax.bar([j + (i - 1) * w for j in x], [ratio(r) for r in runs], w, color=COLOR[name], label=label)
+    ax.set(xticks=x, xticklabels=[r["shape"] for r in runs], ylim=(0, 1.3),
+           ylabel="time / HF's time", title=f"One forward over T={runs[0]['T']} tokens, relative to HF")
+    ax.legend(loc="lower right")
     return [_save(fig, stem.with_name(f"{stem.name}_models.svg"))]
 
 
+def _per_round(run: dict, num: str, den: str) -> float:
+    """The median over kept rounds of time(num) / time(den)."""
+    return statistics.median(rd["times_s"][num] / rd["times_s"][den]
+                             for rd in run["timing"]["rounds"] if rd["kept"])
+
+
 def generation_plots(doc: dict, stem: Path) -> list[Path]:
+    """Decode speed relative to attnlib without the cache (linear, from 0); each cached step of
+    one generate call relative to that call's median step (linear)."""
     runs = doc["benchmarks"]["generation"]["runs"]
     fig, ax = plt.subplots(figsize=(WIDTH, HEIGHT))
     x = list(range(len(runs)))
@@ -75,23 +84,24 @@ def generation_plots(doc: dict, stem: Path) -> list[Path]:
     for i, (name, key, label) in enumerate((("attnlib, no cache", "attnlib_no_cache", "attnlib, no cache"),
                                             ("attnlib", "attnlib_cache", "attnlib, cache"),
                                             ("HF transformers", "hf_cache", "HF, cache"))):
-        ax.bar([j + (i - 1) * w for j in x], [r["tokens_per_s"][key] for r in runs], w, color=COLOR[name],
-               label=label)
-    ax.set(xticks=x, xticklabels=[r["shape"] for r in runs], yscale="log", ylabel="tokens per second",
-           title=f"Greedy generation after a {runs[0]['prompt']}-token prompt")
-    ax.legend()
+        ax.bar([j + (i - 1) * w for j in x], [_per_round(r, "attnlib_no_cache", key) for r in runs], w,
+               color=COLOR[name], label=label)
+    top = max(_per_round(r, "attnlib_no_cache", k) for r in runs for k in ("attnlib_cache", "hf_cache"))
+    ax.set(xticks=x, xticklabels=[r["shape"] for r in runs], ylim=(0, top * 1.3),
+           ylabel="tokens/s / attnlib's without cache",
+           title=f"Greedy decoding after a {runs[0]['prompt']}-token prompt")
+    ax.legend(loc="upper center", ncol=3)
     speed = _save(fig, stem.with_name(f"{stem.name}_generation_speed.svg"))
     fig, ax = plt.subplots(figsize=(WIDTH, HEIGHT))
     for r, style in zip(runs, ("-", "--")):
         steps, win = r["step_s"], r["window"]
-        smooth = [statistics.median(steps[max(0, j - win // 2): j + win // 2 + 1]) * 1e3 for j in range(len(steps))]
-        ax.plot(range(1, len(steps) + 1), smooth, style, color=COLOR["attnlib"], label=r["shape"])
-    ax.set(xlabel="new token", ylabel="ms per step (median of a window)", yscale="log",
-           title="attnlib: each decode step with the cache")
-    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1, 2, 5)))  # 2, 5, 10, 20, 50
-    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.legend()
+        smooth = [statistics.median(steps[max(0, j - win // 2): j + win // 2 + 1]) for j in range(len(steps))]
+        middle = statistics.median(steps)
+        ax.plot(range(1, len(steps) + 1), [v / middle for v in smooth], style, color=COLOR["attnlib"],
+                label=f"{r['shape']} (each point: median of {win} steps around it)")
+    ax.set(xlabel="new token", ylabel="step time / the call's median step", ylim=(0, 1.5),
+           title="attnlib: each cached decode step")
+    ax.legend(loc="lower right")
     return [speed, _save(fig, stem.with_name(f"{stem.name}_generation_steps.svg"))]
 
 
