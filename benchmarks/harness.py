@@ -30,6 +30,7 @@ import os
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Callable, Optional
 
 import torch
@@ -266,6 +267,23 @@ def fmt_table(headers: list[str], rows: list[list[object]]) -> str:
     return "\n".join(out)
 
 
+def code_commit() -> Optional[str]:
+    """The checkout's commit (short hash), with "+changes" when attnlib/ or benchmarks/ differ
+    from it (results aside); None outside a git checkout."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, check=True,
+                              capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "attnlib", "benchmarks",
+                                ":(exclude)benchmarks/results"], cwd=root, check=True,
+                               capture_output=True, text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+changes" if dirty else "")
+
+
 def environment(settings: Settings) -> dict:
     """What produced the numbers: versions, device, CPU model, threads, load."""
     import platform
@@ -287,6 +305,7 @@ def environment(settings: Settings) -> dict:
         "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "psi_available": cpu_stall_us() is not None,
         "cpu_pressure_avg10_start": cpu_pressure_avg10(),
+        "commit": code_commit(),
     }
     try:
         import transformers

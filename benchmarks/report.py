@@ -30,8 +30,9 @@ BLOCK = re.compile(r"(<!-- BEGIN generated:(\w+) -->\n?)(.*?)(\n?<!-- END genera
 MIB = 2**20
 MAX_STALL = 0.10  # harness.Settings.max_stall: a Python round stalled more than this is dropped
 VERDICT = {True: "met", False: "**missed**", None: "n/a"}
-# The commit that stored each run, from ``git log -- benchmarks/results/FILE`` (the JSON records
-# no commit): keyed by the run's ``env.utc``, so a new run shows "not recorded" until added here.
+# Runs record the commit they measured (``env.commit``, from harness.environment); for the runs
+# stored before they did, the commit that stored each (``git log -- benchmarks/results/FILE``),
+# keyed by the run's ``env.utc``.
 STORED_AT = {"2026-12-02T21:41:36Z": "6e87b0f", "2026-12-03T14:59:51Z": "d59bb95",
              "2026-12-05T00:03:01Z": "b92b526", "2026-12-04T16:27:32Z": "e2f69a4",
              "2026-12-04T01:50:56Z": "a83a7d1"}
@@ -44,8 +45,9 @@ CHECKS = {"attention: math peak memory / one (B,H,T,T) tensor at T=4096":
 YES_NO = ("same tokens", "tokens equal")  # targets whose value is agreement, 1 or 0
 
 
-def _commit(utc: str) -> str:
-    return f"commit `{STORED_AT[utc]}`" if utc in STORED_AT else "commit not recorded"
+def _commit(env: dict) -> str:
+    commit = env.get("commit") or STORED_AT.get(env["utc"])
+    return f"commit `{commit}`" if commit else "commit not recorded"
 
 
 def _shown(t: dict) -> object:
@@ -84,7 +86,7 @@ def render_env(doc: dict) -> str:
     kept, total = sum(c["kept_rounds"] for c in comps), sum(len(c["rounds"]) for c in comps)
     rows = [
         ["run", f"`python -m benchmarks --{s['mode']}` at {env['utc']} ({env['seconds']:.0f} s), "
-                f"stored by {_commit(env['utc'])}"],
+                f"stored by {_commit(env)}"],
         ["machine", f"{env['device_name']}, {env['cpu_count']} cores; {env['threads']} thread(s) used"],
         ["software", f"torch {env['torch']}, transformers {env['transformers']}, Python {env['python']}"],
         ["rounds", f"{s['rounds']} per comparison; {kept} of {total} kept (CPU stall <= {s['max_stall']:.0%}); "
@@ -389,7 +391,7 @@ def _chromium_head(name: str, env: dict, b: dict, rest: str) -> str:
     if stall is not None and stall > MAX_STALL:
         said += (f": **noisy** (over the {MAX_STALL:.0%} at which a Python round is dropped; "
                  "its clock times err on the slow side)")
-    return (f"`python -m benchmarks.{name}` at {env['utc']} ({_commit(env['utc'])}): {env['device_name']}, {env['cpu_count']} cores, "
+    return (f"`python -m benchmarks.{name}` at {env['utc']} ({_commit(env)}): {env['device_name']}, {env['cpu_count']} cores, "
             f"Chromium {b['chromium']} (headless{rest}{said}.\n\n")
 
 
@@ -463,9 +465,9 @@ def render_smollm2_python_runs(doc: dict) -> str:
         return "(not in the stored runs)"
     run = json.loads(BROWSER_JSON.read_text())
     return (f"{_num(row['tokens_per_s']['attnlib_cache'])} tokens/s in the full run of {doc['env']['utc'][:10]} "
-            f"({_commit(doc['env']['utc'])}; model load {_num(row['load_s']['attnlib'])} s) and "
+            f"({_commit(doc['env'])}; model load {_num(row['load_s']['attnlib'])} s) and "
             f"{_num(run['python']['decode_tok_s'])} in the browser run of {run['env']['utc'][:10]} "
-            f"({_commit(run['env']['utc'])}; load {_num(run['python']['load_s'])} s)")
+            f"({_commit(run['env'])}; load {_num(run['python']['load_s'])} s)")
 
 
 def render_playground(doc: dict) -> str:

@@ -461,3 +461,14 @@ def test_a_target_value_that_rounds_to_its_goal_keeps_a_fourth_digit() -> None:
                         {"name": "other", "value": 1.34, "op": "<=", "limit": 1.3, "met": False}])
     assert "| ratio | 1.052 | <= 1.05 | **missed** |" in rows
     assert "| other | 1.34 | <= 1.3 | **missed** |" in rows
+
+
+def test_a_run_records_the_commit_it_measured() -> None:
+    """harness.environment names the checkout's commit, and the report shows it."""
+    from benchmarks.report import _commit
+
+    env = harness.environment(harness.Settings(mode="smoke"))
+    commit = env["commit"]
+    assert commit and re.fullmatch(r"[0-9a-f]{7,}(\+changes)?", commit)
+    assert _commit(env) == f"commit `{commit}`"
+    assert _commit({"utc": "1999-01-01T00:00:00Z"}) == "commit not recorded"
