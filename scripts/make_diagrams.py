@@ -1504,7 +1504,7 @@ def quantized_block() -> Svg:
     s = Svg("quantized_block", 700, 470,
             "Four bits per weight in blocks (Q4_1), and LoRA adapters on a frozen 4-bit weight",
             f"First panel: one block of weights (8 shown; Q4_1 uses 32) keeps its scale d = (max "
-            f"- min) / 15 = {d:.3f} and its minimum m = {lo}. Each weight becomes a 4-bit code q "
+            f"- min) / 15 = {d:.4f} and its minimum m = {lo}. Each weight becomes a 4-bit code q "
             f"= round((w - m) / d), one of 16 levels from 0 to 15: {', '.join(map(str, q))}. "
             f"Reading it back gives d q + m, within half a step d / 2 of the original. A block "
             "of 32 takes 20 bytes: two float16 numbers and 32 four-bit codes, 5 bits per weight "
@@ -1530,7 +1530,7 @@ def quantized_block() -> Svg:
     s.arrow((175, 226), (175, 258))
     s.text(175, 316, f"each weight moves by at most d / 2 = {d / 2:.3f}", size=13, color=MUTED)
     s.rect(35, 336, 280, 58, "#f7f7f7", MUTED, rx=8, width=1.2)
-    s.text(175, 358, f"stored: scale d = {d:.3f}, minimum m = {lo:.2f}", size=13)
+    s.text(175, 358, f"stored: d = {d:.4f}, minimum m = {lo:.2f}", size=13)
     s.text(175, 380, "(float16 each) + 32 codes of 4 bits", size=13)
     s.text(175, 420, "20 bytes per 32 weights: 5 bits a weight", size=14, weight="bold")
     s.text(175, 442, "float32 takes 128 bytes: 6.4 × more", size=13, color=MUTED)
