@@ -88,8 +88,9 @@ def _still(model: Any, tok: Any, prompt: str, palette: str) -> str:
     nxt = ", ".join(f"\u201c{html.escape(tok.decode([int(i)]))}\u201d {float(p):.2f}"
                     for p, i in zip(top.values, top.indices))
     return (f"<p style='margin:6px 0'>For \u201c{html.escape(prompt)}\u201d, the attention of "
-            f"layer 18, head 6:</p>{svg}<p style='margin:6px 0 0'>Most likely next tokens: "
-            f"{nxt}.</p>")
+            f"layer 18, head 6 (chapter 16's induction head: it copies from an earlier repeat of "
+            f"the text, so on a text without one it has nothing to copy):</p>{svg}"
+            f"<p style='margin:6px 0 0'>Most likely next tokens: {nxt}.</p>")
 
 
 def llm_lab(model: Any = None, tokenizer: Any = None, *, src: str = SMOLLM2_SRC,
