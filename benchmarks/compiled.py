@@ -69,16 +69,18 @@ def run(settings: Settings, *, log=print) -> dict:
         cache.crop(T)
         dec = compare({"eager": step(gpt), "compiled": step(compiled)}, settings, baseline="eager")
 
-        n_steps = 2 if settings.mode == "smoke" else 3  # a real decode: the cache grows each step
+        n_steps = 2 if settings.mode == "smoke" else 16  # a real decode: the cache grows each step
         before = graphs_compiled()
         nxt = tok
         for _ in range(n_steps):
             nxt = compiled(nxt, cache=cache, logits_to_keep=1).logits[:, -1:].argmax(-1)
-        per_step = (graphs_compiled() - before) / n_steps
+        new_graphs = graphs_compiled() - before
+        per_step = new_graphs / n_steps
     row = {"shape": shape, "T": T, "graph_breaks_forward": breaks, "graph_breaks_step": step_breaks,
            "compile_forward_s": compile_forward_s, "compile_step_s": compile_step_s,
            "forward": fwd, "step": dec, "compiled_over_eager_forward": fwd["ratio"]["compiled"],
-           "compiled_over_eager_step": dec["ratio"]["compiled"], "graphs_compiled_per_growing_step": per_step}
+           "compiled_over_eager_step": dec["ratio"]["compiled"], "graphs_compiled_per_growing_step": per_step,
+           "growing_steps": n_steps, "graphs_compiled_growing": new_graphs}
     log(f"  compile {shape}: forward T={T} compiled/eager {row['compiled_over_eager_forward']:.2f}x "
         f"(first call {compile_forward_s:.1f} s), decode step {row['compiled_over_eager_step']:.2f}x, "
         f"{per_step:.1f} graphs compiled per step while the cache grows")
