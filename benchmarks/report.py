@@ -86,7 +86,7 @@ def render_env(doc: dict) -> str:
     kept, total = sum(c["kept_rounds"] for c in comps), sum(len(c["rounds"]) for c in comps)
     rows = [
         ["run", f"`python -m benchmarks --{s['mode']}` at {env['utc']} ({env['seconds']:.0f} s), "
-                f"stored by {_commit(env)}"],
+                f"{_commit(env)}"],
         ["machine", f"{env['device_name']}, {env['cpu_count']} cores; {env['threads']} thread(s) used"],
         ["software", f"torch {env['torch']}, transformers {env['transformers']}, Python {env['python']}"],
         ["rounds", f"{s['rounds']} per comparison; {kept} of {total} kept (CPU stall <= {s['max_stall']:.0%}); "
@@ -272,6 +272,34 @@ def render_read_fraction(doc: dict) -> str:
     """Decode's read rate over a plain sum's, over the models: 'A to B'."""
     f = sorted(r["fraction_of_read_rate"] for r in doc["benchmarks"]["generation"]["runs"])
     return f"{f[0]:.2f} to {f[-1]:.2f}"
+
+
+def render_fwd_vs_hf(doc: dict) -> str:
+    """attnlib's forward time over HF's, over the models: 'A to B'."""
+    f = sorted(r["attnlib_over_hf"] for r in doc["benchmarks"]["models"]["runs"])
+    return f"{f[0]:.2f} to {f[-1]:.2f}"
+
+
+def render_eager_extra(doc: dict) -> str:
+    """What HF's eager attention adds to its forward time, over the models: 'A% to B%'."""
+    f = sorted(r["eager_over_sdpa"] - 1 for r in doc["benchmarks"]["models"]["runs"])
+    return f"{f[0]:.0%} to {f[-1]:.0%}"
+
+
+def render_last_first(doc: dict) -> str:
+    """A late decode window's step time over an early one's, over the models: 'A to B'."""
+    f = sorted(r["last_over_first_window"] for r in doc["benchmarks"]["generation"]["runs"])
+    return f"{f[0]:.2f} to {f[-1]:.2f}"
+
+
+def render_compile_fwd_vs_step(doc: dict) -> str:
+    """Whether the growing-cache decode compiled about one graph per step: 'a new graph at
+    (nearly) every length' or 'fewer graphs than steps'."""
+    run = doc["benchmarks"]["compiled"]["runs"][0]
+    n, steps = run.get("graphs_compiled_growing"), run.get("growing_steps")
+    if n is None:
+        return "too few steps to tell"
+    return "a new graph for nearly every length" if n >= steps - 1 else "fewer graphs than lengths"
 
 
 def render_fwd_attention_share(doc: dict) -> str:
@@ -517,7 +545,8 @@ def render_structure_doc(run: dict) -> str:
     each = [r["timing"].get("processes") for r in res["runs"]]
     where = (f"the median of {len(each[0])} fresh processes, each {s['rounds']} paired rounds"
              if all(each) else f"{s['rounds']} paired rounds")
-    head = (f"`python -m benchmarks --{s['mode']} --only structure` at {env['utc']}: "
+    command = run.get("command", f"python -m benchmarks --{s['mode']} --only structure")
+    head = (f"`{command}` at {env['utc']}: "
             f"{env['device_name']}, {env['threads']} thread(s), {where}, torch {env['torch']}.\n\n")
     rows = [[f"{'shipped tiny GPT' if r['shape'] == 'shipped' else r['shape'] + ' (d=256, 4 layers)'}"
              f", {r['prompt']}+{r['new']}", r["tokens_per_s"]["loop"], r["tokens_per_s"]["attnlib"],
@@ -548,6 +577,8 @@ RENDER = {"structure": render_structure, "env": render_env, "targets": render_ta
           "gpt2_vs_hf_rounds": render_gpt2_vs_hf_rounds, "gpt2_medians_ratio": render_gpt2_medians_ratio,
           "gpt2_in_out_vs_attnlib": render_gpt2_in_out_vs_attnlib,
           "gpt2_in_out_vs_hf_rounds": render_gpt2_in_out_vs_hf_rounds, "read_fraction": render_read_fraction,
+          "fwd_vs_hf_range": render_fwd_vs_hf, "eager_extra": render_eager_extra, "last_first": render_last_first,
+          "compile_per_length": render_compile_fwd_vs_step,
           "fwd_attention_share": render_fwd_attention_share, "mask_peak": render_mask_peak,
           "compile_steps": render_compile_steps, "shapes": render_shapes,
           **{name: _inline(name) for name in INLINE}}

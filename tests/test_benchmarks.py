@@ -241,7 +241,7 @@ def test_report_fills_generated_blocks_and_refuses_unknown_ones() -> None:
 def test_stored_full_results_and_book_page_agree() -> None:
     doc = json.loads(STORED.read_text())
     assert doc["settings"]["mode"] == "full" and doc["env"]["device"] == "cpu"
-    check_document(doc, {"attention", "models", "generation", "compiled", "smollm2"})
+    check_document(doc, {"attention", "models", "generation", "compiled", "smollm2", "structure"})
     page = PAGE.read_text()
     for name in ("attention_time", "attention_memory", "models", "generation_speed", "generation_steps"):
         svg = f"full_cpu_{name}.svg"
