@@ -299,6 +299,8 @@ def render_compile_fwd_vs_step(doc: dict) -> str:
     n, steps = run.get("graphs_compiled_growing"), run.get("growing_steps")
     if n is None:
         return "too few steps to tell"
+    if n >= steps:
+        return "at least one new graph for every new length"
     return "a new graph for nearly every length" if n >= steps - 1 else "fewer graphs than lengths"
 
 
