@@ -286,6 +286,17 @@ def render_eager_extra(doc: dict) -> str:
     return f"{f[0]:.0%} to {f[-1]:.0%}"
 
 
+def render_head_shares(doc: dict) -> str:
+    """The LM head's share of the weights' bytes against its share of a decode step's time."""
+    runs = doc["benchmarks"]["generation"]["runs"]
+    share = [r["config"]["vocab_size"] * r["config"]["d_model"] * 4 / r["weight_bytes_per_token"]
+             for r in runs]
+    of_bytes = " and ".join(f"{x:.2f}" for x in share)
+    of_step = " and ".join(f"{r['lm_head_share']:.2f}" for r in runs)
+    names = " and ".join(r["shape"] for r in runs)
+    return f"{of_bytes} of the weights' bytes ({names}) but {of_step} of a step"
+
+
 def render_last_first(doc: dict) -> str:
     """A late decode window's step time over an early one's, over the models: 'A to B'."""
     f = sorted(r["last_over_first_window"] for r in doc["benchmarks"]["generation"]["runs"])
@@ -579,7 +590,8 @@ RENDER = {"structure": render_structure, "env": render_env, "targets": render_ta
           "gpt2_vs_hf_rounds": render_gpt2_vs_hf_rounds, "gpt2_medians_ratio": render_gpt2_medians_ratio,
           "gpt2_in_out_vs_attnlib": render_gpt2_in_out_vs_attnlib,
           "gpt2_in_out_vs_hf_rounds": render_gpt2_in_out_vs_hf_rounds, "read_fraction": render_read_fraction,
-          "fwd_vs_hf_range": render_fwd_vs_hf, "eager_extra": render_eager_extra, "last_first": render_last_first,
+          "fwd_vs_hf_range": render_fwd_vs_hf, "eager_extra": render_eager_extra,
+          "head_shares": render_head_shares, "last_first": render_last_first,
           "compile_per_length": render_compile_fwd_vs_step,
           "fwd_attention_share": render_fwd_attention_share, "mask_peak": render_mask_peak,
           "compile_steps": render_compile_steps, "shapes": render_shapes,
