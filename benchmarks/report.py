@@ -25,7 +25,7 @@ NOTEBOOK_TIMES = ROOT / "benchmarks" / "results" / "notebook_times.json"  # scri
 BROWSER_JSON = ROOT / "benchmarks" / "results" / "smollm2_browser.json"  # benchmarks/smollm2_browser.py
 PLAYGROUND_JSON = ROOT / "benchmarks" / "results" / "playground_latency.json"  # benchmarks/playground_latency.py
 EXPLORERS_JSON = ROOT / "benchmarks" / "results" / "explorer_latency.json"  # benchmarks/explorer_latency.py
-STRUCTURE_JSON = ROOT / "benchmarks" / "results" / "full_cpu_structure.json"  # --full --only structure
+STRUCTURE_JSON = ROOT / "benchmarks" / "results" / "full_cpu_structure.json"  # --full --only structure, or the full run's
 BLOCK = re.compile(r"(<!-- BEGIN generated:(\w+) -->\n?)(.*?)(\n?<!-- END generated:\2 -->)", re.S)
 MIB = 2**20
 MAX_STALL = 0.10  # harness.Settings.max_stall: a Python round stalled more than this is dropped
@@ -33,8 +33,7 @@ VERDICT = {True: "met", False: "**missed**", None: "n/a"}
 # Runs record the commit they measured (``env.commit``, from harness.environment); for the runs
 # stored before they did, the commit that stored each (``git log -- benchmarks/results/FILE``),
 # keyed by the run's ``env.utc``.
-STORED_AT = {"2026-12-02T21:41:36Z": "6e87b0f", "2026-12-03T14:59:51Z": "d59bb95",
-             "2026-12-05T00:03:01Z": "b92b526", "2026-12-04T16:27:32Z": "e2f69a4",
+STORED_AT = {"2026-12-03T14:59:51Z": "d59bb95", "2026-12-04T16:27:32Z": "e2f69a4",
              "2026-12-04T01:50:56Z": "a83a7d1"}
 # Targets a stored run still records but the project no longer holds (benchmarks/README.md), and
 # rows that check the benchmark's own explanation rather than a goal of the library.
@@ -213,30 +212,10 @@ def render_prefill_speed(doc: dict) -> str:
 
 # One number inside a sentence: name -> (benchmark, shape or None, key path)
 INLINE = {
-    "tiny_vs_hf": ("generation", "tiny", ("attnlib_over_hf_tok_s",)),
     "tiny_cache": ("generation", "tiny", ("cache_speedup",)),
-    "tiny_nano_vs_hf": ("generation", "tiny", ("nanogpt_over_hf_tok_s",)),
-    "tiny_functional_vs_hf": ("generation", "tiny", ("functional_over_hf_tok_s",)),
-    "tiny_vs_nano": ("generation", "tiny", ("attnlib_over_nanogpt_tok_s",)),
-    "gpt2_vs_hf": ("generation", "gpt2-small", ("attnlib_over_hf_tok_s",)),
-    "gpt2_cache": ("generation", "gpt2-small", ("cache_speedup",)),
-    "gpt2_read": ("generation", "gpt2-small", ("fraction_of_read_rate",)),
-    "gpt2_head": ("generation", "gpt2-small", ("lm_head_share",)),
-    "gpt2_in_out_vs_hf": ("generation", "gpt2-small", ("in_out_over_hf_tok_s",)),
-    "fwd_vs_hf": ("models", "6x384", ("attnlib_over_hf",)),
     "compile_fwd": ("compiled", "tiny", ("compiled_over_eager_forward",)),
     "compile_step": ("compiled", "tiny", ("compiled_over_eager_step",)),
 }
-
-
-def render_tiny_vs_nano_rounds(doc: dict) -> str:
-    """The spread of attnlib / nanoGPT-style tokens/s over the kept rounds of the tiny decode."""
-    run = _run(doc, "generation", "tiny")
-    if run is None or "nanogpt_modules" not in run["timing"]["median_s"]:
-        return "(not in the stored run)"
-    ratios = [rd["times_s"]["nanogpt_modules"] / rd["times_s"]["attnlib_cache"]
-              for rd in run["timing"]["rounds"] if rd["kept"]]
-    return f"from {min(ratios):.2f} to {max(ratios):.2f}"
 
 
 def _round_ratios(run: dict, num: str, den: str) -> list[float]:
@@ -268,16 +247,12 @@ def render_gpt2_in_out_vs_hf_rounds(doc: dict) -> str:
     return f"{statistics.median(r):.2f} (rounds {min(r):.2f} to {max(r):.2f})"
 
 
-def render_read_fraction(doc: dict) -> str:
-    """Decode's read rate over a plain sum's, over the models: 'A to B'."""
-    f = sorted(r["fraction_of_read_rate"] for r in doc["benchmarks"]["generation"]["runs"])
-    return f"{f[0]:.2f} to {f[-1]:.2f}"
-
-
-def render_fwd_vs_hf(doc: dict) -> str:
-    """attnlib's forward time over HF's, over the models: 'A to B'."""
-    f = sorted(r["attnlib_over_hf"] for r in doc["benchmarks"]["models"]["runs"])
-    return f"{f[0]:.2f} to {f[-1]:.2f}"
+def _over_models(bench: str, key: str) -> Callable[[dict], str]:
+    """A renderer of ``key``'s range over the runs of ``bench``: 'A to B'."""
+    def render(doc: dict) -> str:
+        f = sorted(r[key] for r in doc["benchmarks"][bench]["runs"])
+        return f"{f[0]:.2f} to {f[-1]:.2f}"
+    return render
 
 
 def render_eager_extra(doc: dict) -> str:
@@ -297,15 +272,9 @@ def render_head_shares(doc: dict) -> str:
     return f"{of_bytes} of the weights' bytes ({names}) but {of_step} of a step"
 
 
-def render_last_first(doc: dict) -> str:
-    """A late decode window's step time over an early one's, over the models: 'A to B'."""
-    f = sorted(r["last_over_first_window"] for r in doc["benchmarks"]["generation"]["runs"])
-    return f"{f[0]:.2f} to {f[-1]:.2f}"
-
-
-def render_compile_fwd_vs_step(doc: dict) -> str:
-    """Whether the growing-cache decode compiled about one graph per step: 'a new graph at
-    (nearly) every length' or 'fewer graphs than steps'."""
+def render_compile_per_length(doc: dict) -> str:
+    """What the growing-cache decode's count of new graphs says: one (or more) per new length,
+    nearly one, or fewer."""
     run = doc["benchmarks"]["compiled"]["runs"][0]
     n, steps = run.get("graphs_compiled_growing"), run.get("growing_steps")
     if n is None:
@@ -582,17 +551,17 @@ render_explorers = _own_json(EXPLORERS_JSON, "explorer_latency", render_explorer
 RENDER = {"structure": render_structure, "env": render_env, "targets": render_targets, "attention": render_attention, "models": render_models,
           "generation": render_generation, "memory_bound": render_memory_bound, "prefill_intensity": render_prefill_intensity,
           "prefill_speed": render_prefill_speed, "layout": render_layout,
-          "tiny_vs_nano_rounds": render_tiny_vs_nano_rounds, "compiled": render_compiled,
+          "compiled": render_compiled,
           "smollm2": render_smollm2, "smollm2_browser": render_smollm2_browser,
           "smollm2_python_runs": render_smollm2_python_runs, "playground": render_playground,
           "explorers": render_explorers, "chapters": render_chapters,
           "chapters_total": render_chapters_total, "gpu": render_gpu,
           "gpt2_vs_hf_rounds": render_gpt2_vs_hf_rounds, "gpt2_medians_ratio": render_gpt2_medians_ratio,
           "gpt2_in_out_vs_attnlib": render_gpt2_in_out_vs_attnlib,
-          "gpt2_in_out_vs_hf_rounds": render_gpt2_in_out_vs_hf_rounds, "read_fraction": render_read_fraction,
-          "fwd_vs_hf_range": render_fwd_vs_hf, "eager_extra": render_eager_extra,
-          "head_shares": render_head_shares, "last_first": render_last_first,
-          "compile_per_length": render_compile_fwd_vs_step,
+          "gpt2_in_out_vs_hf_rounds": render_gpt2_in_out_vs_hf_rounds, "read_fraction": _over_models("generation", "fraction_of_read_rate"),
+          "fwd_vs_hf_range": _over_models("models", "attnlib_over_hf"), "eager_extra": render_eager_extra,
+          "head_shares": render_head_shares, "last_first": _over_models("generation", "last_over_first_window"),
+          "compile_per_length": render_compile_per_length,
           "fwd_attention_share": render_fwd_attention_share, "mask_peak": render_mask_peak,
           "compile_steps": render_compile_steps, "shapes": render_shapes,
           **{name: _inline(name) for name in INLINE}}
