@@ -142,3 +142,43 @@ def test_rope_refuses_integer_input_instead_of_rounding_it():
     rope = RotaryEmbedding(4)
     with pytest.raises(TypeError, match=r"x must be a floating-point tensor.*torch.int64"):
         rope(torch.ones(3, 4, dtype=torch.long), torch.arange(3))
+
+
+def test_a_slice_of_positions_equals_the_same_positions_as_a_tensor():
+    """Models pass their new tokens' positions as a slice past:past+T (a view of the table's rows,
+    no index tensor to build): every positional module gives what the (T,) tensor gives, and a
+    learned table gets the same gradient."""
+    from attnlib.rope_scaling import ScaledRotaryEmbedding
+    span, ids = slice(3, 7), torch.arange(3, 7)
+    learned, sines = LearnedPositionalEmbedding(8, 4), SinusoidalPositionalEncoding(8, 4)
+    for module in (learned, sines):
+        assert torch.equal(module(span), module(ids))
+    for rope in (RotaryEmbedding(6), ScaledRotaryEmbedding(6, method="pi", factor=2.0),
+                 ScaledRotaryEmbedding(6, method="ntk", factor=2.0)):
+        for a, b in zip(rope.cos_sin(span, torch.float64), rope.cos_sin(ids, torch.float64)):
+            assert torch.equal(a, b) and a.dtype == torch.float64
+    grads = []
+    for positions in (span, ids):
+        learned.weight.grad = None
+        (learned(positions) * torch.arange(16.0).view(4, 4)).sum().backward()
+        grads.append(learned.weight.grad.clone())
+    assert torch.equal(grads[0], grads[1]) and grads[0][3:7].abs().sum() > 0
+
+
+@pytest.mark.parametrize("span, match", [
+    (slice(2, 1), "0 <= start <= stop"), (slice(-1, 2), "0 <= start <= stop"),
+    (slice(0, 4, 2), "no step"), (slice(0.0, 2), "ints"), (slice(None, 2), "ints"),
+    (slice(5, 9), "position 8 is out of range for max_len=8")])
+def test_a_bad_slice_of_positions_is_refused_by_name(span, match):
+    with pytest.raises(ValueError, match=match):
+        LearnedPositionalEmbedding(8, 4)(span)
+    with pytest.raises(ValueError, match=match):
+        SinusoidalPositionalEncoding(8, 4)(span)
+
+
+def test_embeddings_refuse_a_slice_of_the_wrong_length():
+    cfg = attnlib.TransformerConfig(vocab_size=11, d_model=8, n_heads=2, n_layers=1, max_len=8)
+    embed, ids = attnlib.Embeddings(cfg), torch.tensor([[1, 2, 3]])
+    assert torch.equal(embed(ids, slice(2, 5)), embed(ids, torch.arange(2, 5)))
+    with pytest.raises(ValueError, match="positions 0:2 are 2 positions but the input has T=3"):
+        embed(ids, slice(0, 2))
