@@ -21,7 +21,7 @@ from .interop import mha_from_torch, mha_to_torch
 from .masks import (from_additive, from_hf_attention_mask, from_key_padding, from_nn_mha,
                     to_additive, to_hf_attention_mask, to_key_padding, to_nn_mha)
 from .train import train, train_many
-from .evaluate import head_output_norms, heads_off, loss_by_position
+from .evaluate import head_output_norms, heads_off, logit_lens, loss_by_position
 from .utils import best_time, default_device, peak_memory, seed_everything
 from .tokenizers import BPETokenizer, CharTokenizer
 from .data import load_corpus

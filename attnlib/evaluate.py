@@ -1,6 +1,7 @@
 """Held-out loss of a next-token model by position (``loss_by_position``), what each key
-writes through each attention head (``head_output_norms``), and heads switched off
-(``heads_off``: the ablation that tests what a head is for).
+writes through each attention head (``head_output_norms``), heads switched off
+(``heads_off``: the ablation that tests what a head is for), and what a decoder would predict
+after each of its layers (``logit_lens``).
 
 Chapter 11 compares position schemes on the same held-out text, and asks what happens to a model
 past the context length it was trained on; both need the mean cross-entropy at each position
@@ -18,6 +19,7 @@ from torch import Tensor, nn
 
 from ._checks import as_int
 from .mha import MultiHeadAttention
+from .models import GPT
 
 
 def loss_by_position(model: nn.Module, ids: Tensor, block_size: int, *,
@@ -155,3 +157,51 @@ def heads_off(model: nn.Module, heads: Iterable[tuple[int, int]]) -> Iterator[nn
     finally:
         for hook in hooks:
             hook.remove()
+
+
+def logit_lens(model: GPT, input_ids: Tensor, *, logits_to_keep: int = 0) -> Tensor:
+    """The logit lens (nostalgebraist, 2020): what a decoder would predict after each layer.
+
+    The model's final norm and LM head are applied to the residual stream after the embedding
+    and after each layer, as if the layers above it were not there. Forward hooks on
+    ``model.embed`` and on each of ``model.layers`` read the stream during one ordinary forward
+    of the model (heads switched off by ``heads_off`` stay off); they are removed afterwards,
+    also after an error. Evaluation only: no gradients, the train/eval mode is restored.
+
+    Args:
+        model: an :class:`attnlib.GPT` (pre-norm: ``norm_f`` then ``lm_head``; post-norm: the
+            stream is already normalised, ``lm_head`` alone).
+        input_ids: (B, T) token ids, as for the model's forward.
+        logits_to_keep: the lens at the last this many positions only (0 = all), as in
+            ``GPT.forward``: with a large vocabulary, L + 1 rows of logits add up.
+
+    Shapes:
+        input_ids (B, T) -> (L + 1, B, T or logits_to_keep, vocab)
+
+    Returns:
+        Logits: row 0 after the embedding, row ``l + 1`` after layer ``l``; the last row is the
+        model's own output.
+    """
+    if not isinstance(model, GPT):
+        raise TypeError(f"model must be an attnlib.GPT, got {type(model).__name__}")
+    keep = as_int(logits_to_keep)
+    if keep is None:
+        raise TypeError(f"logits_to_keep must be an int (0 = all), got {logits_to_keep!r}")
+    if keep < 0:
+        raise ValueError(f"logits_to_keep must be >= 0 (0 = all), got {keep}")
+    stream: list[Tensor] = []  # (B, T, C) after the embedding, then after each layer
+    hooks = [model.embed.register_forward_hook(lambda mod, args, out: stream.append(out))]
+    hooks += [layer.register_forward_hook(lambda mod, args, out: stream.append(out[0]))
+              for layer in model.layers]  # a layer returns (x, weights, ...)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            model(input_ids, logits_to_keep=1)  # checks input_ids; the stream is what we keep
+            norm = model.norm_f if model.norm_f is not None else nn.Identity()
+            last = slice(-keep, None) if keep else slice(None)
+            return torch.stack([model.lm_head(norm(x[:, last])) for x in stream])
+    finally:
+        for hook in hooks:
+            hook.remove()
+        model.train(was_training)

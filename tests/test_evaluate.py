@@ -1,4 +1,6 @@
-"""attnlib.loss_by_position: held-out cross-entropy by position, against torch's own loss."""
+"""attnlib.evaluate: loss_by_position against torch's own loss, head_output_norms, heads_off and
+logit_lens against hand-written references."""
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -163,3 +165,54 @@ def test_heads_off_takes_numpy_ints():
             torch.testing.assert_close(model(ids).logits, plain, rtol=0, atol=0)
         with attnlib.heads_off(model, iter([[0, 1]])):  # any iterable of pairs, lists too
             torch.testing.assert_close(model(ids).logits, plain, rtol=0, atol=0)
+
+
+# --------------------------------------------------------------------------- logit_lens
+def lens_by_hand(model, ids):
+    """The lens written out: the embedding, then each layer called in turn, each stage through
+    norm_f (pre-norm) and lm_head."""
+    positions = torch.arange(ids.shape[1])
+    rope = model.rope.cos_sin(positions, torch.float32) if model.rope is not None else None
+    with torch.no_grad():
+        x = model.embed(ids, positions)
+        stages = [x]
+        for layer in model.layers:
+            x = layer(x, rope=rope)[0]
+            stages.append(x)
+        norm = model.norm_f if model.norm_f is not None else torch.nn.Identity()
+        return torch.stack([model.lm_head(norm(s)) for s in stages])
+
+
+@pytest.mark.parametrize("kw", [dict(positional="rope"), dict(positional="learned"),
+                                dict(positional="learned", norm_first=False)])
+def test_logit_lens_equals_the_layers_called_by_hand_and_ends_at_the_output(kw):
+    torch.manual_seed(0)
+    cfg = attnlib.TransformerConfig(vocab_size=11, d_model=16, n_heads=2, n_layers=3,
+                                    max_len=16, **kw)
+    model = attnlib.GPT(cfg).train()  # dropout 0 here; the lens runs in eval mode anyway
+    ids = torch.randint(0, 11, (2, 7), generator=torch.Generator().manual_seed(1))
+    lens = attnlib.logit_lens(model, ids)
+    assert lens.shape == (4, 2, 7, 11) and not lens.requires_grad
+    assert model.training  # mode restored
+    model.eval()
+    torch.testing.assert_close(lens, lens_by_hand(model, ids))
+    with torch.no_grad():
+        torch.testing.assert_close(lens[-1], model(ids).logits)  # the last row is the output
+    # the last positions only: the same rows, cut
+    torch.testing.assert_close(attnlib.logit_lens(model, ids, logits_to_keep=2), lens[:, :, -2:])
+    torch.testing.assert_close(attnlib.logit_lens(model, ids, logits_to_keep=np.int64(99)), lens)
+
+
+def test_logit_lens_sees_heads_switched_off_and_removes_its_hooks():
+    model = small_gpt().eval()
+    ids = torch.tensor([[1, 2, 3, 4, 5]])
+    with attnlib.heads_off(model, [(0, 1)]):
+        off = attnlib.logit_lens(model, ids)
+        with torch.no_grad():
+            torch.testing.assert_close(off[-1], model(ids).logits)
+    assert not torch.allclose(off[-1], attnlib.logit_lens(model, ids)[-1])
+    modules = [model.embed, *model.layers]
+    assert all(not m._forward_hooks for m in modules)
+    with pytest.raises(ValueError, match="input_ids"):  # the model's own check, hooks gone after
+        attnlib.logit_lens(model, torch.tensor([[1, 99]]))
+    assert all(not m._forward_hooks for m in modules)
