@@ -90,9 +90,17 @@ def smollm2():
 
 def test_the_still_picture_shows_what_the_lab_would(smollm2):
     model, tok = smollm2
-    lab = viz.llm_lab(model, tok)
+    lab = viz.llm_lab(model, tok)  # no experiment: layer 18, head 6 over the starting text
     assert "<svg" in lab.still and "layer 18, head 6" in lab.still and "\u201c Paris\u201d 0.77" in lab.still
+    assert "nothing to copy" in lab.still  # no token of "The capital of France is" comes twice
     assert "Python cells" in lab.still and lab.payload["fileBytes"] == attnlib.pretrained.smollm2_path().stat().st_size
+    # the first experiment that shows a head: its text and head, every head on (none switched off)
+    repeat = "The zebra sang violet songs to a cobalt owl. The zebra sang violet songs to a"
+    lab = viz.llm_lab(model, tok, experiments=[{"sentence": "lens", "lens": -1},
+                                               {"sentence": "s", "text": repeat, "off": [(18, 6)], "show": (18, 6)},
+                                               {"sentence": "t", "show": (18, 8)}])
+    assert "the lab's second experiment" in lab.still and "layer 18, head 6" in lab.still
+    assert "6 of the 6 queries" in lab.still and "\u201c cobalt\u201d 0.42" in lab.still
 
 
 def test_smollm2_lab_page_output_is_current(smollm2):

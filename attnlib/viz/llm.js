@@ -21,8 +21,9 @@
   function init(root, P) {
     var uid = K.uid(root), palette = K.palette(P.palette);
     div("attnlib-title", root, P.title);
-    div("attnlib-llm-intro", root, "The real " + P.modelName + " runs inside this tab: its weights stay in the file's 4-bit blocks, " +
-      "nothing you type leaves your computer, and no server or kernel is involved. Loading fetches the model file from this book's own files.");
+    div("attnlib-llm-intro", root, "The button downloads the model's file from this book's own files. After that, the real " + P.modelName +
+      " runs inside this tab: your browser does all of the model's arithmetic, no server or Python takes part, and nothing you type is " +
+      "sent anywhere. The weights stay as the file stores them: the matrices in blocks of 4-bit and 8-bit numbers.");
     var need = div("attnlib-llm-need", root, needs());
     var loadRow = div("attnlib-controls", root);
     var loadBtn = K.button("attnlib-llm-load", loadRow, "Load " + P.shortName + " (" + Math.round(P.fileBytes / MB) + " MB)", null, function () { load(); });
@@ -300,7 +301,7 @@
       }
       if (P.experiments && P.experiments.length) {
         var ex = div("attnlib-lab-experiments", lab);
-        div("attnlib-lab-subhead", ex, "Try these (measured in Python with attnlib, chapter 16's model)");
+        div("attnlib-lab-subhead", ex, "Try these (the page's Python cells measure them with attnlib)");
         P.experiments.forEach(function (e, n) {
           var row = div("attnlib-lab-experiment", ex);
           div("", row, e.sentence, "p");

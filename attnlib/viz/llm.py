@@ -9,7 +9,9 @@ live model's runner (``live_model.js`` on ``engine.js``; products of Q4_1 / Q8_0
 ``weights.js``, in WebAssembly SIMD where the browser has it: ``wasm.js``). The lab (``llm.js``,
 ``llm_panels.js``): next-token probabilities, attention of any layer and head, every head of a
 layer, head switches, the logit lens, generation and a chat.
-Where scripts do not run, a still picture computed here (when a model is given) shows instead.
+Where scripts do not run, a still picture computed here (when a model is given) shows instead:
+the head and the text of the first experiment that shows a head (else layer 18, head 6 over the
+starting text), with every head on.
 """
 from __future__ import annotations
 
@@ -68,28 +70,39 @@ def _experiments(experiments: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _still(model: Any, tok: Any, prompt: str, palette: str) -> str:
-    """What the lab would show, for hosts that run no scripts: one head's attention over the
-    starting text (layer 18, head 6: chapter 16's induction head) and the most likely next
-    tokens, computed here by attnlib."""
+def _still(model: Any, tok: Any, text: str, where: str, layer: int, head: int,
+           palette: str) -> str:
+    """What the lab would show, for hosts that run no scripts: one head's attention over a text
+    with every head on, the most likely next tokens, and how many of the queries whose token
+    came earlier put their largest weight on the token that followed it there (what an induction
+    head does), all computed here by attnlib."""
     from ._static import matrix_svg
 
-    ids = tok.encode(prompt)[:24]
+    ids = tok.encode(text)[:24]
     with torch.no_grad():
         out = model(torch.tensor([ids]), need_weights=True)
-    weights = out.attentions[18][0, 6].double().numpy()  # (T, T), zero above the diagonal
+    weights = out.attentions[layer][0, head].double().numpy()  # (T, T), zero above the diagonal
+    repeats = {i: j + 1 for i in range(len(ids)) for j in range(i - 1)
+               if ids[j] == ids[i]}  # query i -> the token after the last earlier copy of it
+    copied = sum(int(weights[i].argmax()) == k for i, k in repeats.items())
     weights[np.triu_indices(len(ids), 1)] = np.nan  # the future: drawn grey
     labels = [tok.decode([i]) for i in ids]
+    name = f"layer {layer}, head {head}"
     svg = matrix_svg(weights, labels, labels, palette=palette, vmin=0.0, vmax=1.0,
-                     label="attention of layer 18, head 6 (counted from 0)",
+                     label=f"attention of {name} (counted from 0)",
                      footer="key (query rows; colour: weight 0 to 1)")
     probs = torch.softmax(out.logits[0, -1].double(), -1)
     top = torch.topk(probs, 5)
     nxt = ", ".join(f"\u201c{html.escape(tok.decode([int(i)]))}\u201d {float(p):.2f}"
                     for p, i in zip(top.values, top.indices))
-    return (f"<p style='margin:6px 0'>For \u201c{html.escape(prompt)}\u201d, the attention of "
-            f"layer 18, head 6 (chapter 16's induction head: it copies from an earlier repeat of "
-            f"the text, so on a text without one it has nothing to copy):</p>{svg}"
+    if repeats:
+        what = (f"{copied} of the {len(repeats)} queries whose token (the same id) came earlier "
+                f"in the text put their largest weight on the token that followed its earlier copy "
+                f"(what an induction head does, chapter 16)")
+    else:
+        what = "no token comes twice in this text, so an induction head has nothing to copy"
+    return (f"<p style='margin:6px 0'>For \u201c{html.escape(text)}\u201d ({where}), with every "
+            f"head on, the attention of {name}: {what}.</p>{svg}"
             f"<p style='margin:6px 0 0'>Most likely next tokens: {nxt}.</p>")
 
 
@@ -105,7 +118,8 @@ def llm_lab(model: Any = None, tokenizer: Any = None, *, src: str = SMOLLM2_SRC,
 
     Args:
         model, tokenizer: attnlib's SmolLM2 (``attnlib.load_smollm2()``), used only for the still
-            picture shown where scripts do not run (without them: a sentence).
+            picture shown where scripts do not run (without them: a sentence); it draws the
+            first experiment that has ``show``, with every head on.
         src: URL of the GGUF file, relative to the page (default: where the book's build puts it).
         file_bytes: its size, named on the button (default: the installed package's file).
         title; prompt: the lab's starting text; question: the chat's starting message.
@@ -159,6 +173,13 @@ def llm_lab(model: Any = None, tokenizer: Any = None, *, src: str = SMOLLM2_SRC,
              "in the book, allow JavaScript); the Python cells of this notebook compute the same "
              "with attnlib.</p>")
     if model is not None and tokenizer is not None:
-        still += _still(model, tokenizer, prompt, payload["palette"])
+        # the first experiment that shows a head, else chapter 16's induction head on the prompt
+        n, e = next(((n, e) for n, e in enumerate(payload["experiments"]) if "show" in e),
+                    (0, {"show": [18, 6]}))
+        nth = ("first", "second", "third")[n] if n < 3 else f"number {n + 1}"
+        where = (f"the text of the lab's {nth} experiment" if "text" in e
+                 else "the lab's starting text")
+        still += _still(model, tokenizer, e.get("text", prompt), where, *e["show"],
+                        payload["palette"])
     summary = f"LLMLab({title!r}, src={src!r}, {size}, experiments={len(payload['experiments'])})"
     return KitOutput("llm", payload, still, title, summary, scripts=_SCRIPTS, start="llm.js")
