@@ -15,8 +15,7 @@ from ._checks import checking
 from .config import TransformerConfig
 from .dropout import dropped
 from .norms import make_norm
-from .positional import (LearnedPositionalEmbedding, SinusoidalPositionalEncoding,
-                         _check_positions)
+from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 
 
 class Embeddings(nn.Module):
@@ -28,8 +27,7 @@ class Embeddings(nn.Module):
     ``norm`` kind) or None.
 
     Shapes:
-        input_ids (B, T) long, positions (T,) long or a slice start:stop of T consecutive
-        positions (what the models pass), token_type_ids (B, T) long -> (B, T, C).
+        input_ids (B, T) long, positions (T,) long, token_type_ids (B, T) long -> (B, T, C).
     """
 
     def __init__(self, cfg: TransformerConfig) -> None:
@@ -47,7 +45,7 @@ class Embeddings(nn.Module):
         self.norm = make_norm(cfg.norm, C, cfg.layer_norm_eps) if cfg.embedding_norm else None
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, input_ids: Tensor, positions: Tensor | slice,
+    def forward(self, input_ids: Tensor, positions: Tensor,
                 token_type_ids: Optional[Tensor] = None) -> Tensor:
         if checking():
             self.check_input(input_ids, positions, token_type_ids)
@@ -64,11 +62,9 @@ class Embeddings(nn.Module):
         return dropped(self.drop, x)
 
     @staticmethod
-    def check_input(input_ids: Tensor, positions: Tensor | slice,
+    def check_input(input_ids: Tensor, positions: Tensor,
                     token_type_ids: Optional[Tensor]) -> None:
-        if isinstance(positions, slice):
-            _check_positions(positions, length=input_ids.shape[-1])
-        elif positions.shape != input_ids.shape[-1:]:
+        if positions.shape != input_ids.shape[-1:]:
             raise ValueError(f"positions must be (T,) = {tuple(input_ids.shape[-1:])}, one per "
                              f"token of input_ids {tuple(input_ids.shape)}; got "
                              f"{tuple(positions.shape)}")

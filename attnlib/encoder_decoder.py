@@ -63,11 +63,11 @@ class Encoder(nn.Module):
 
         Returns ModelOutput(hidden_states (B, T, C), attentions)."""
         mask = self.check_call(input_ids, attention_mask, token_type_ids, need_weights)
-        positions = slice(0, input_ids.shape[1])  # the tokens sit at 0 .. T - 1
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)  # (T,)
         attentions = []
         with trusted():  # checked above: the layers trust it
             x = self.embed(input_ids, positions, token_type_ids)  # (B, T, C)
-            rope = None if self.rope is None else self.rope.cos_sin(positions, x.dtype, x.device)
+            rope = self.rope.cos_sin(positions, x.dtype) if self.rope is not None else None
             for layer in self.layers:
                 x, w = layer(x, attn_mask=mask, need_weights=need_weights, rope=rope)
                 attentions.append(w)
@@ -138,12 +138,12 @@ class EncoderDecoder(nn.Module):
         Returns ModelOutput(logits (B, T, vocab), attentions, cross_attentions, hidden_states)."""
         self.check_decode(tgt_ids, memory, memory_mask, cache, need_weights)
         past = cache.seq_len if cache is not None else 0
-        positions = slice(past, past + tgt_ids.shape[1])  # the new tokens: past .. past + T - 1
+        positions = torch.arange(past, past + tgt_ids.shape[1], device=tgt_ids.device)  # (T,)
         attentions, cross = [], []
         with all_or_nothing(cache), trusted():
             x = self.embed(tgt_ids, positions)  # (B, T, C)
             rope = self.encoder.rope
-            rope = rope.cos_sin(positions, x.dtype, x.device) if rope is not None else None
+            rope = rope.cos_sin(positions, x.dtype) if rope is not None else None
             for i, layer in enumerate(self.decoder_layers):
                 x, w, cw = layer(x, memory, memory_mask=memory_mask, cache=cache, layer_idx=i,
                                  need_weights=need_weights, rope=rope)

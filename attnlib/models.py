@@ -68,10 +68,10 @@ class GPT(nn.Module):
         Returns ModelOutput(logits, loss, attentions, hidden_states)."""
         check_forward(self, input_ids, targets, cache, need_weights, logits_to_keep)
         past = cache.seq_len if cache is not None else 0
-        positions = slice(past, past + input_ids.shape[1])  # the new tokens: past .. past + T - 1
+        positions = torch.arange(past, past + input_ids.shape[1], device=input_ids.device)  # (T,)
         with all_or_nothing(cache), trusted():  # checked above; a failed step leaves the cache
             x = self.embed(input_ids, positions)  # (B, T, C)
-            rope = None if self.rope is None else self.rope.cos_sin(positions, x.dtype, x.device)
+            rope = self.rope.cos_sin(positions, x.dtype) if self.rope is not None else None
             attentions = []
             for i, layer in enumerate(self.layers):
                 x, w, _ = layer(x, cache=cache, layer_idx=i, need_weights=need_weights, rope=rope)

@@ -10,30 +10,26 @@ Two families fix that:
   the two tokens are.
 
 Both additive modules share one call shape, ``module(positions) -> (T, C)``, so a model can swap
-one for the other. ``positions`` is a (T,) long tensor, or a slice ``start:stop`` of consecutive
-positions, which is how a model passes them: the new tokens sit at ``past .. past + T - 1``, and
-a slice of a table is a view of its rows, with no index tensor to build and gather.
+one for the other.
 """
 from __future__ import annotations
 
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ._checks import as_int, as_real, eager, checking
 
 
-def _check_positions(positions: Tensor | slice, length: int | None = None,
+def _check_positions(positions: Tensor, length: int | None = None,
                      max_len: int | None = None) -> None:
-    """positions: (T,) integers >= 0 (and < max_len when given), or a slice start:stop of T
-    consecutive positions; tensor values checked in eager mode. Callers ask ``if checking():``
-    first: a model's forward made its positions itself."""
-    if isinstance(positions, slice):
-        return _check_span(positions, length, max_len)
+    """positions: (T,) integers >= 0 (and < max_len when given); values checked in eager mode.
+    Callers ask ``if checking():`` first: a model's forward made its positions itself."""
     if not isinstance(positions, Tensor):
-        raise TypeError(f"positions must be a torch.Tensor of integer positions (or a slice "
-                        f"start:stop of consecutive ones), got {type(positions).__name__}")
+        raise TypeError(f"positions must be a torch.Tensor of integer positions, got "
+                        f"{type(positions).__name__}")
     if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
         raise TypeError(f"positions must be an integer (long) tensor, got dtype {positions.dtype}")
     if positions.dim() != 1:
@@ -49,27 +45,6 @@ def _check_positions(positions: Tensor | slice, length: int | None = None,
         if lo < 0:
             raise ValueError(f"positions must be >= 0, got {lo}")
         raise ValueError(f"position {hi} is out of range for max_len={max_len}")
-
-
-def _check_span(span: slice, length: int | None, max_len: int | None) -> None:
-    """A slice start:stop of positions: ints 0 <= start <= stop (<= max_len), no step."""
-    start, stop = as_int(span.start), as_int(span.stop)
-    if start is None or stop is None or span.step is not None or not 0 <= start <= stop:
-        raise ValueError(f"a slice of positions must be start:stop with ints 0 <= start <= stop "
-                         f"and no step, e.g. slice(0, T); got {span}")
-    if length is not None and stop - start != length:
-        raise ValueError(f"positions {start}:{stop} are {stop - start} positions but the input "
-                         f"has T={length} tokens")
-    if max_len is not None and stop > max_len:
-        raise ValueError(f"position {stop - 1} is out of range for max_len={max_len}")
-
-
-def position_ids(positions: Tensor | slice, device: torch.device | None = None) -> Tensor:
-    """positions as a (T,) long tensor: a slice start:stop becomes arange(start, stop) on
-    ``device``; a tensor is returned as it is."""
-    if isinstance(positions, slice):
-        return torch.arange(positions.start, positions.stop, device=device)
-    return positions
 
 
 def _check_sizes(max_len: int, d_model: int) -> None:
@@ -110,8 +85,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         max_len: longest sequence; d_model: width C.
 
     Shapes:
-        positions (T,) long, or a slice start:stop of T positions -> (T, C), in the dtype and
-        device of the module's ``pe`` buffer.
+        positions (T,) long -> (T, C), in the dtype/device of the module's ``pe`` buffer.
     """
 
     def __init__(self, max_len: int, d_model: int) -> None:
@@ -121,17 +95,17 @@ class SinusoidalPositionalEncoding(nn.Module):
         # state_dict (persistent=False): it is a formula, recomputed on construction.
         self.register_buffer("pe", sinusoidal_table(max_len, d_model), persistent=False)
 
-    def forward(self, positions: Tensor | slice) -> Tensor:
+    def forward(self, positions: Tensor) -> Tensor:
         if checking():
             _check_positions(positions, max_len=self.max_len)
-        return self.pe[positions]  # (T, C): the rows of those positions
+        return self.pe[positions]  # (T, C)
 
 
 class LearnedPositionalEmbedding(nn.Embedding):
     """One trained vector per position (GPT-2, BERT): an ``nn.Embedding(max_len, d_model)``.
 
     Shapes:
-        positions (T,) long, or a slice start:stop of T positions -> (T, C).
+        positions (T,) long -> (T, C).
     """
 
     def __init__(self, max_len: int, d_model: int) -> None:
@@ -140,10 +114,10 @@ class LearnedPositionalEmbedding(nn.Embedding):
         super().__init__(max_len, d_model)
         self.max_len, self.d_model = max_len, d_model
 
-    def forward(self, positions: Tensor | slice) -> Tensor:
+    def forward(self, positions: Tensor) -> Tensor:
         if checking():
             _check_positions(positions, max_len=self.max_len)
-        return self.weight[positions]  # (T, C): row p of the table for position p
+        return F.embedding(positions, self.weight)  # (T, C): row p of the table for position p
 
 
 def rotate_half(x: Tensor) -> Tensor:
@@ -198,14 +172,13 @@ class RotaryEmbedding(nn.Module):
         two_i = torch.arange(0, self.head_dim, 2, dtype=torch.float32, device=device)
         return self.base ** (-two_i / self.head_dim)
 
-    def cos_sin(self, positions: Tensor | slice, dtype: torch.dtype = torch.float32,
-                device: torch.device | None = None) -> tuple[Tensor, Tensor]:
-        """cos and sin (T, D) of the angles m * theta_i at ``positions`` (T,) (or a slice
-        start:stop, made on ``device``), in ``dtype`` (computed in float32). Column i and column
-        i + D/2 hold the same angle: a pair turns together."""
+    def cos_sin(self, positions: Tensor,
+                dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
+        """cos and sin (T, D) of the angles m * theta_i at ``positions`` (T,), in ``dtype``
+        (computed in float32). Column i and column i + D/2 hold the same angle: a pair turns
+        together."""
         if checking():
             _check_positions(positions)
-        positions = position_ids(positions, device)
         angle = positions.float()[:, None] * self.inv_freq(positions.device)[None, :]  # (T, D/2)
         angle = torch.cat((angle, angle), dim=-1)  # (T, D)
         return angle.cos().to(dtype), angle.sin().to(dtype)

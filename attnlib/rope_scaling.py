@@ -23,7 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from ._checks import as_real, checking
-from .positional import RotaryEmbedding, _check_positions, position_ids
+from .positional import RotaryEmbedding, _check_positions
 
 METHODS = ("none", "pi", "ntk")
 
@@ -55,14 +55,13 @@ class ScaledRotaryEmbedding(RotaryEmbedding):
         if method == "ntk":
             self.base = ntk_base(self.base, s, self.head_dim)
 
-    def cos_sin(self, positions: Tensor | slice, dtype: torch.dtype = torch.float32,
-                device: torch.device | None = None) -> tuple[Tensor, Tensor]:
+    def cos_sin(self, positions: Tensor,
+                dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
         """cos and sin (T, D) of the scaled angles: (m / s) * theta_i for "pi"."""
         if self.method != "pi":  # "ntk" differs only in its base
-            return super().cos_sin(positions, dtype, device)
+            return super().cos_sin(positions, dtype)
         if checking():
             _check_positions(positions)
-        positions = position_ids(positions, device)
         angle = (positions.float() / self.factor)[:, None] * self.inv_freq(positions.device)
         angle = torch.cat((angle, angle), dim=-1)  # (T, D)
         return angle.cos().to(dtype), angle.sin().to(dtype)
