@@ -5,8 +5,9 @@
 
 Steps (each a separate pytest run, all run even if one fails; the exit code is 1 if any failed):
   unit       tests/ (the library, the explorer, benchmarks), without the book tests below
-  notebooks  pytest --nbval: every chapter re-run in a fresh kernel, outputs compared (two
-             chapters at a time on a machine with two cores or more, the slowest first)
+  notebooks  pytest --nbval: every chapter and the two computing pages (the Playground, the
+             SmolLM2 lab) re-run in a fresh kernel, outputs compared (two at a time on a
+             machine with two cores or more, the slowest first)
   notebooks-default
              the same under ATEN_CPU_CAPABILITY=default (torch's plain CPU kernels, no AVX): an
              output that depends on this CPU's vector units fails here, not on a reader's laptop
@@ -59,12 +60,18 @@ def workers() -> list[str]:
     return ["-n", str(min(n, 2))] if n > 1 else []
 
 
+# The book's two computing pages: nbval runs their check cells with the chapters
+COMPUTING_PAGES = ("book/playground.ipynb", "book/smollm2_lab.ipynb")
+
+
 def notebooks_slowest_first() -> list[str]:
-    """The chapters, the longest recorded execution first (benchmarks/results/notebook_times.json):
-    two workers finish together when the long ones start first. "notebooks/" while none exists."""
+    """The chapters and the two computing pages, the longest recorded execution first
+    (benchmarks/results/notebook_times.json): two workers finish together when the long ones
+    start first. "notebooks/" while none exists."""
     times = ROOT / "benchmarks" / "results" / "notebook_times.json"
     recorded = json.loads(times.read_text()) if times.exists() else {}
-    paths = sorted((ROOT / "notebooks").glob("*.ipynb"),
+    pages = [p for p in (ROOT / page for page in COMPUTING_PAGES) if p.exists()]
+    paths = sorted([*(ROOT / "notebooks").glob("*.ipynb"), *pages],
                    key=lambda p: (-recorded.get(p.name, {}).get("seconds", 0.0), p.name))
     return [str(p.relative_to(ROOT)) for p in paths] or ["notebooks/"]
 
