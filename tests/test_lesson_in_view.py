@@ -3,7 +3,8 @@
 Per chapter: at most 3,200 words of prose, 320 non-blank code lines in view (cells the book shows),
 15 assert lines in view and 65 cells. A check cell (first line ``# Check``) is removed from the
 page (tag ``remove-cell``) and folded in JupyterLab (``jupyter.source_hidden``), so nbval still runs
-it. The numbers are counted as CONTRIBUTING.md describes.
+it. The numbers are counted as CONTRIBUTING.md describes. A section (from one ``##`` or ``###``
+heading to the next) shows at most one cell with an assert: its one decisive check.
 """
 from __future__ import annotations
 
@@ -41,6 +42,33 @@ def test_chapter_within_the_limits(path: Path) -> None:
     assert not over, f"{path.name}: {over}"
 
 
+HEADING = re.compile(r"^#{2,3} +(.+)$", re.M)
+
+
+def checks_in_view(nb: dict) -> dict[str, list[int]]:
+    """Per section ("cell N: its heading", or "top"), the indices of the shown code cells with an
+    assert; a ``###`` subsection is a section of its own."""
+    out: dict[str, list[int]] = {}
+    section = "top"
+    for i, c in enumerate(nb["cells"]):
+        src = "".join(c["source"])
+        if c["cell_type"] == "markdown" and HEADING.search(src):
+            section = f"cell {i}: {HEADING.findall(src)[-1].strip()}"
+        tags = set(c.get("metadata", {}).get("tags", []))
+        if c["cell_type"] == "code" and not tags & HIDDEN \
+                and any(ASSERT.search(line) for line in src.splitlines()):
+            out.setdefault(section, []).append(i)
+    return out
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_one_check_in_view_per_section(path: Path) -> None:
+    got = checks_in_view(json.loads(path.read_text(encoding="utf-8")))
+    over = {k: v for k, v in got.items() if len(v) > 1}
+    assert not over, (f"{path.name}: sections showing more than one assert-bearing cell "
+                      f"(move the others into check cells): {over}")
+
+
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
 def test_check_cells_are_hidden_but_run(path: Path) -> None:
     nb = json.loads(path.read_text(encoding="utf-8"))
@@ -63,3 +91,16 @@ def test_the_counter_counts() -> None:
          "metadata": {"tags": ["remove-cell"]}},
     ]}
     assert counts(nb) == {"words": 3, "code lines in view": 2, "asserts in view": 1, "cells": 3}
+
+
+def test_the_section_counter_counts() -> None:
+    """Two shown asserts in one section are found; a check cell, or a heading between them, is
+    not a second check in view (so the test above can fail)."""
+    md = lambda s: {"cell_type": "markdown", "source": [s], "metadata": {}}
+    code = lambda s, tags=(): {"cell_type": "code", "source": [s],
+                               "metadata": {"tags": list(tags)}}
+    nb = {"cells": [md("## A"), code("assert 1"), code("x = 1\nassert x"),
+                    code("# Check: x\nassert x", ["remove-cell"]),
+                    md("text\n\n### B"), code("torch.testing.assert_close(x, x)"),
+                    md("no heading"), code("y = 2")]}
+    assert checks_in_view(nb) == {"cell 0: A": [1, 2], "cell 4: B": [5]}
