@@ -36,6 +36,7 @@ from .harness import Settings, Target, compare, fmt_table, synchronize
 from .models import build_pair, forward_flops
 from .reference import NanoGPT, functional_generate
 
+STEP_RUNS = 3  # hand-timed decode loops per model; the plot shows each step's median over them
 REFERENCES = ("smoke", "tiny")  # shapes also decoded by benchmarks.reference's two loops
 RUNS = {
     "smoke": [("smoke", 8, 8)],
@@ -145,7 +146,7 @@ def run(settings: Settings, *, log=print) -> dict:
                 "lm_head": lambda: F.linear(row, head),
                 "prefill": lambda: gpt(prefill_ids, cache=attnlib.KVCache(), logits_to_keep=1).logits,
             }, settings, baseline="step_first")
-            step_runs = [decode_steps(gpt, prompt, new, settings.device) for _ in range(3)]
+            step_runs = [decode_steps(gpt, prompt, new, settings.device) for _ in range(STEP_RUNS)]
         if not all(torch.equal(ids, outs["attnlib_cache"]) for _, ids in step_runs):
             raise AssertionError("the hand decode loop and gpt.generate(use_cache=True) chose different tokens")
         step_s = paired["median_s"]["step_first"]
