@@ -487,9 +487,11 @@ def render_chapters_total(doc: dict) -> str:
     chapters = sum(name[:2].isdigit() for name in times)
     what = ", ".join([f"{chapters} chapters"] + [pages.get(n, f"`{n}`") for n in times
                                                 if not n[:2].isdigit()])
+    days = sorted({t["utc"][:10] for t in times.values()})
+    when = days[0] if len(days) == 1 else f"each timed once, {days[0]} to {days[-1]}"
     return (f"at most {times[slowest]['seconds']:.0f} s on {'/'.join(map(str, cores))} cores "
             f"(the slowest, `{slowest}`); all {len(times)} recorded notebooks ({what}) "
-            f"together take {total:.0f} s")
+            f"together take {total:.0f} s ({when})")
 
 
 def render_gpu(doc: dict) -> str:
