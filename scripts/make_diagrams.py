@@ -1502,7 +1502,8 @@ def quantized_block() -> Svg:
     back = [d * c + lo for c in q]
     assert max(abs(a - b) for a, b in zip(w, back)) <= d / 2 + 1e-12
     s = Svg("quantized_block", 700, 470,
-            "Four bits per weight in blocks (Q4_1), and LoRA adapters on a frozen 4-bit weight",
+            "Four-bit codes in blocks (Q4_1, 5 bits a weight with the scale and minimum), and "
+            "LoRA adapters on a frozen 4-bit weight",
             f"First panel: one block of weights (8 shown; Q4_1 uses 32) keeps its scale d = (max "
             f"- min) / 15 = {d:.4f} and its minimum m = {lo}. Each weight becomes a 4-bit code q "
             f"= round((w - m) / d), one of 16 levels from 0 to 15: {', '.join(map(str, q))}. "
@@ -1513,7 +1514,7 @@ def quantized_block() -> Svg:
             "d_in) then B (d_out, r); the two results are added: y = x W^T + x A^T B^T. Only A "
             "and B are trained, r (d_in + d_out) numbers instead of d_in d_out; B starts at zero, "
             "so training starts from the pre-trained layer.")
-    s.text(175, 36, "4 bits per weight, in blocks", size=16, weight="bold")
+    s.text(175, 36, "4-bit codes, 5 bits a weight", size=16, weight="bold")
     s.text(175, 56, "one block (8 of Q4\\_1's 32 weights shown)", size=13, color=MUTED)
     cell, x0 = 38, 23
     rows = [(76, "w", [f"{v:.2f}" for v in w], COLORS["X"][1]),
