@@ -100,7 +100,10 @@ def test_the_still_picture_shows_what_the_lab_would(smollm2):
                                                {"sentence": "s", "text": repeat, "off": [(18, 6)], "show": (18, 6)},
                                                {"sentence": "t", "show": (18, 8)}])
     assert "the lab's second experiment" in lab.still and "layer 18, head 6" in lab.still
-    assert "6 of the 6 queries" in lab.still and "\u201c cobalt\u201d 0.42" in lab.still
+    assert "6 of the text's tokens repeat an earlier token. At all 6," in lab.still
+    assert "\u201c cobalt\u201d 0.42" in lab.still
+    bar = re.search(r'<g class="attnlib-colorbar">(.*?)</g>', lab.still).group(1)  # the colour bar
+    assert bar.count("<rect") == 32 and "attention weight" in lab.still
 
 
 def test_smollm2_lab_page_output_is_current(smollm2):

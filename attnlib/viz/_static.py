@@ -35,7 +35,7 @@ def _label(tok: object) -> str:
 
 def matrix_svg(values: np.ndarray, rows: Sequence[object], cols: Sequence[object], *,
                palette: str, vmin: float, vmax: float, label: str,
-               footer: Optional[str] = None) -> str:
+               footer: Optional[str] = None, colorbar: Optional[str] = None) -> str:
     """An (R, C) matrix as inline SVG: one coloured cell per value, row and column labels.
 
     Args:
@@ -44,6 +44,8 @@ def matrix_svg(values: np.ndarray, rows: Sequence[object], cols: Sequence[object
         palette: 256 colours as one hex string (6 characters each), low to high.
         vmin, vmax: the values mapped to the first and the last colour.
         label: the picture's accessible name; footer: a line of text under the matrix.
+        colorbar: the name of the values (e.g. "weight"): a colour bar from vmin (bottom) to
+            vmax (top) right of the matrix; None: no bar.
 
     Returns:
         ``<svg class="attnlib-static" ...>...</svg>`` (the picture inline, and again as a table
@@ -61,7 +63,9 @@ def matrix_svg(values: np.ndarray, rows: Sequence[object], cols: Sequence[object
     upright = 6.5 * longest > cell - 2
     under = 8 + 6.5 * longest if upright else 18  # room the column labels take
     top, bottom = 6, (6 + under) if footer is None else (22 + under)
-    W, H = left + C * cell + 8, top + R * cell + bottom
+    ticks = (f"{vmax:g}", f"{vmin:g}")
+    bar_w = 0 if colorbar is None else 40 + 6.5 * max(len(t) for t in ticks)
+    W, H = left + C * cell + 8 + bar_w, top + R * cell + bottom
     span = (vmax - vmin) or 1.0
     fills = np.full((R, C), BLOCKED, dtype=object)
     ok = np.isfinite(values)
@@ -85,10 +89,29 @@ def matrix_svg(values: np.ndarray, rows: Sequence[object], cols: Sequence[object
     foot = "" if footer is None else (f'<text x="{left + C * cell / 2:g}" y="{H - 6}" '
                                       f'font-size="10">{html.escape(footer)}</text>')
     labels = (f'<g text-anchor="end">{rows_text}</g><g text-anchor="middle">{cols_text}{foot}</g>')
+    bar = ""
+    if colorbar is not None:  # 32 steps, vmax at the top; its labels hide with the others
+        x, h = left + C * cell + 14, R * cell
+        bar = (f'<g class="attnlib-colorbar">'
+               + "".join(f'<rect x="{x}" y="{top + s * h / 32:g}" width="10" '
+                         f'height="{h / 32 + 0.5:g}" fill="#{palette[6 * k:6 * k + 6]}"/>'
+                         for s, k in enumerate(range(251, -1, -8)))
+               + "</g>")
+        labels += (f'<g text-anchor="start"><text x="{x + 14}" y="{top + 9}">{ticks[0]}</text>'
+                   f'<text x="{x + 14}" y="{top + h}">{ticks[1]}</text></g>'
+                   f'<text text-anchor="middle" transform="translate({W - 6:g} {top + h / 2:g}) '
+                   f'rotate(-90)">{html.escape(colorbar)}</text>')
+    table = _table(fills, rows, cols, cell, footer)
+    if colorbar is not None:  # for sanitized views: the bar as a row of coloured cells
+        strip = "".join(f"<td bgcolor=#{_short('#' + palette[6 * k:6 * k + 6])[1:]} "
+                        f'width="{cell - 1}">' for k in range(4, 256, 32))
+        table += (f'<table aria-hidden="true" cellspacing="0" style="font:11px sans-serif">'
+                  f'<tr><td>{html.escape(colorbar)}: {ticks[1]}&nbsp;</td>{strip}'
+                  f'<td>&nbsp;{ticks[0]}</td></tr></table>')
     return (f'<svg class="attnlib-static" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
             f'role="img" aria-label="{html.escape(label)}" style="font-family:sans-serif">'
-            f'<foreignObject width="0" height="0">{_table(fills, rows, cols, cell, footer)}'
-            f'</foreignObject>{cells}<a hidden="hidden" font-size="11">{labels}</a></svg>')
+            f'<foreignObject width="0" height="0">{table}'
+            f'</foreignObject>{cells}{bar}<a hidden="hidden" font-size="11">{labels}</a></svg>')
 
 
 def _short(colour: str) -> str:

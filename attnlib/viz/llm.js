@@ -281,7 +281,7 @@
       function paintSwitches() {
         swBox.textContent = "";
         div("attnlib-lab-subhead", swBox, "Switch heads of layer " + S.layer + " off");
-        div("attnlib-lab-how", swBox, "Pressed = switched off: the head's output is zeroed before o_proj (what attnlib.heads_off does), so the rest of the " +
+        div("attnlib-lab-how", swBox, "Pressed = switched off: the head's output is set to zero (as attnlib.heads_off does), so the rest of the " +
           "network no longer receives it. Every number on this page uses the heads left on.");
         var row = div("attnlib-llm-switchrow", swBox);
         for (var h = 0; h < c.H; h++) {

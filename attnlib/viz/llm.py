@@ -90,19 +90,22 @@ def _still(model: Any, tok: Any, text: str, where: str, layer: int, head: int,
     name = f"layer {layer}, head {head}"
     svg = matrix_svg(weights, labels, labels, palette=palette, vmin=0.0, vmax=1.0,
                      label=f"attention of {name} (counted from 0)",
-                     footer="key (query rows; colour: weight 0 to 1)")
+                     footer="keys (each row: one query)", colorbar="attention weight")
     probs = torch.softmax(out.logits[0, -1].double(), -1)
     top = torch.topk(probs, 5)
     nxt = ", ".join(f"\u201c{html.escape(tok.decode([int(i)]))}\u201d {float(p):.2f}"
                     for p, i in zip(top.values, top.indices))
     if repeats:
-        what = (f"{copied} of the {len(repeats)} queries whose token (the same id) came earlier "
-                f"in the text put their largest weight on the token that followed its earlier copy "
-                f"(what an induction head does, chapter 16)")
+        n = len(repeats)
+        at = f"all {n}" if copied == n else f"{copied} of these {n}"
+        what = (f"{n} of the text's tokens repeat an earlier token. At {at}, the head's largest "
+                f"weight goes to the token that came right after the earlier copy: what an "
+                f"induction head does (chapter 16)")
     else:
-        what = "no token comes twice in this text, so an induction head has nothing to copy"
-    return (f"<p style='margin:6px 0'>For \u201c{html.escape(text)}\u201d ({where}), with every "
-            f"head on, the attention of {name}: {what}.</p>{svg}"
+        what = "No token comes twice in this text, so an induction head has nothing to copy"
+    return (f"<p style='margin:6px 0'>The attention of {name} over \u201c{html.escape(text)}"
+            f"\u201d ({where}), with every head on: each row is a query, each column a key, "
+            f"the colour the weight. {what}.</p>{svg}"
             f"<p style='margin:6px 0 0'>Most likely next tokens: {nxt}.</p>")
 
 

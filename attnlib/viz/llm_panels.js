@@ -26,7 +26,7 @@ window.attnlibLLMPanels = window.attnlibLLMPanels || function (api) {
 
   /* ================================================================ the logit lens */
   var A = { root: panel("attnlib-llm-lens", "Logit lens: what the model would say after each layer", "logit lens"), pos: -1, follow: -1 };
-  div("attnlib-lab-how", A.root, "Each row applies the final RMSNorm and the LM head (GPT.norm_f, then GPT.lm_head) to the residual " +
+  div("attnlib-lab-how", A.root, "Each row applies the final RMSNorm and the LM head to the residual " +
     "stream after the embedding and after each layer, at one position of your text; the last row is the model's real prediction. " +
     "Click a token to follow its probability down the rows.");
   var Actl = div("attnlib-controls", A.root);
