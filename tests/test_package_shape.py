@@ -1,8 +1,8 @@
 """The package's shape (issue 43): a reader holds each module on a screen or two.
 
-No line of attnlib's Python runs past 100 characters, no module past 300 lines, and no JavaScript
-file of the page's explorers past 600 lines; no module imports another that imports it back,
-counting imports inside functions.
+No line of attnlib's Python or JavaScript runs past 100 characters, no Python module past 300 lines,
+and no JavaScript file of the page's explorers past 600 lines; no module imports another that
+imports it back, counting imports inside functions.
 """
 from __future__ import annotations
 
@@ -23,10 +23,20 @@ def test_module_lines_and_length(path: Path) -> None:
     assert len(lines) <= 300, f"{path.name} has {len(lines)} lines; split it by idea (<= 300)"
 
 
+JS = sorted(PKG.rglob("*.js"))
+
+
 def test_javascript_files_stay_short() -> None:
-    big = {p.name: n for p in PKG.rglob("*.js")
-           if (n := len(p.read_text(encoding="utf-8").splitlines())) > 600}
+    assert JS, "no JavaScript found under attnlib"
+    big = {p.name: n for p in JS if (n := len(p.read_text(encoding="utf-8").splitlines())) > 600}
     assert not big, f"JavaScript files over 600 lines: {big}"
+
+
+@pytest.mark.parametrize("path", JS, ids=lambda p: str(p.relative_to(PKG)))
+def test_javascript_lines(path: Path) -> None:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    long = [i + 1 for i, line in enumerate(lines) if len(line) > 100]
+    assert not long, f"{path.name}: lines over 100 characters: {long}"
 
 
 def _module(path: Path) -> str:

@@ -33,17 +33,23 @@ window.attnlibBPE = window.attnlibBPE || (function () {
 
   function tokenizer(meta) {
     if (meta["tokenizer.ggml.model"] !== "gpt2") {
-      throw new Error("the page reads byte-level BPE vocabularies (\u201cgpt2\u201d), this file has " + meta["tokenizer.ggml.model"]);
+      throw new Error("the page reads byte-level BPE vocabularies (\u201cgpt2\u201d), this file " +
+        "has " + meta["tokenizer.ggml.model"]);
     }
-    var tokens = meta["tokenizer.ggml.tokens"], types = meta["tokenizer.ggml.token_type"] || [], merges = meta["tokenizer.ggml.merges"];
-    var pre = meta["tokenizer.ggml.pre"], digits = pre === "smollm" || pre === "starcoder" || pre === "refact";
+    var tokens = meta["tokenizer.ggml.tokens"], types = meta["tokenizer.ggml.token_type"] || [],
+      merges = meta["tokenizer.ggml.merges"];
+    var pre = meta["tokenizer.ggml.pre"], digits = pre === "smollm" ||
+      pre === "starcoder" || pre === "refact";
     var ids = new Map(), rank = new Map(), special = [], isSpecial = new Uint8Array(tokens.length);
-    tokens.forEach(function (t, i) { ids.set(t, i); if (types[i] === 3) { special.push(t); isSpecial[i] = 1; } });
+    tokens.forEach(function (t, i) { ids.set(t, i); if (types[i] === 3) {
+      special.push(t); isSpecial[i] = 1; } });
     merges.forEach(function (m, i) { rank.set(m, i); });
-    special.sort(function (a, b) { return b.length - a.length; }); /* the longest first, where two start alike */
+    special.sort(function (a, b) { return b.length - a.length; }); /* the longest first,
+       where two start alike */
     var utf8 = new TextEncoder(), cache = new Map();
 
-    /* one word (its byte characters) -> ids: merge the best-ranked neighbouring pair until none is left */
+    /* one word (its byte characters) -> ids: merge the best-ranked neighbouring
+       pair until none is left */
     function bpe(word) {
       var hit = cache.get(word);
       if (hit) return hit;
@@ -57,14 +63,16 @@ window.attnlibBPE = window.attnlibBPE || (function () {
         if (best < 0) break;
         var a = parts[best], b = parts[best + 1], next = [];
         for (i = 0; i < parts.length; i++) {
-          if (i + 1 < parts.length && parts[i] === a && parts[i + 1] === b) { next.push(a + b); i++; }
+          if (i + 1 < parts.length && parts[i] === a && parts[i + 1] === b) {
+            next.push(a + b); i++; }
           else next.push(parts[i]);
         }
         parts = next;
       }
       var out = parts.map(function (p) {
         var id = ids.get(p);
-        if (id === undefined) throw new Error("the vocabulary has no token for " + JSON.stringify(p));
+        if (id === undefined) throw new Error("the vocabulary has no token " +
+          "for " + JSON.stringify(p));
         return id;
       });
       if (cache.size < 50000) cache.set(word, out);
@@ -101,7 +109,8 @@ window.attnlibBPE = window.attnlibBPE || (function () {
       var b = [];
       list.forEach(function (id) {
         var t = tokens[id];
-        if (t === undefined) throw new Error("token id " + id + " is not in the vocabulary of " + tokens.length);
+        if (t === undefined) throw new Error("token id " + id +
+          " is not in the vocabulary of " + tokens.length);
         if (isSpecial[id]) { Array.prototype.push.apply(b, Array.from(utf8.encode(t))); return; }
         for (var ch of t) b.push(CHAR_BYTE[ch] !== undefined ? CHAR_BYTE[ch] : 63);
       });
@@ -111,31 +120,38 @@ window.attnlibBPE = window.attnlibBPE || (function () {
     function piece(id) {
       var b = bytesOf([id]);
       try { return new TextDecoder("utf-8", { fatal: true }).decode(b); } catch (e) {
-        return "<" + Array.from(b).map(function (x) { return x.toString(16).toUpperCase().padStart(2, "0"); }).join(" ") + ">";
+        return "<" + Array.from(b).map(function (x) {
+          return x.toString(16).toUpperCase().padStart(2, "0"); }).join(" ") + ">";
       }
     }
 
     /* The chat template is the file's own (tokenizer.chat_template, a Jinja program). The page runs
        no Jinja: it recognises ChatML (each turn "<|im_start|>role\ncontent<|im_end|>\n", then
        "<|im_start|>assistant\n" to open the reply) and reads the template's default system message
-       from the file, so the text equals GGUFTokenizer.render_chat's. Another template is refused. */
+       from the file, so the text equals GGUFTokenizer.render_chat's. Another template is refused.
+       */
     var template = meta["tokenizer.chat_template"] || "", system = null;
-    var chatml = template.indexOf("'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'") >= 0;
+    var chatml = template.indexOf("'<|im_start|>' + message['role'] + '\n' + message['content'] " +
+      "+ '<|im_end|>' + '\n'") >= 0;
     var sys = /\{\{ '<\|im_start\|>system\n([^']*)<\|im_end\|>\n' \}\}/.exec(template);
     if (sys && template.indexOf("messages[0]['role'] != 'system'") >= 0) system = sys[1];
     function renderChat(messages, addGen) {
-      if (!chatml) throw new Error("this file's chat template is not ChatML, which is the only one the page can render");
+      if (!chatml) throw new Error("this file's chat template is not ChatML, which is the only " +
+        "one the page can render");
       var s = "";
       messages.forEach(function (m, i) {
-        if (i === 0 && m.role !== "system" && system !== null) s += "<|im_start|>system\n" + system + "<|im_end|>\n";
+        if (i === 0 && m.role !== "system" && system !== null) s += "<|im_start|>system\n" +
+          system + "<|im_end|>\n";
         s += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
       });
       return s + (addGen === false ? "" : "<|im_start|>assistant\n");
     }
     return { encode: encode, decode: decode, piece: piece, renderChat: renderChat,
       chat: function (messages, addGen) { return encode(renderChat(messages, addGen)); },
-      hasChat: chatml, size: tokens.length, eos: meta["tokenizer.ggml.eos_token_id"], bos: meta["tokenizer.ggml.bos_token_id"],
-      isSpecial: function (id) { return !!isSpecial[id]; }, token: function (id) { return tokens[id]; } };
+      hasChat: chatml, size: tokens.length, eos: meta["tokenizer.ggml.eos_token_id"],
+        bos: meta["tokenizer.ggml.bos_token_id"],
+      isSpecial: function (id) { return !!isSpecial[id]; },
+        token: function (id) { return tokens[id]; } };
   }
 
   return { tokenizer: tokenizer, BYTE_CHAR: BYTE_CHAR };

@@ -44,7 +44,8 @@ window.attnlibEngine = window.attnlibEngine || (function () {
         out[o + j] = s0; out[o + j + 1] = s1; out[o + j + 2] = s2; out[o + j + 3] = s3;
         out[o1 + j] = r0; out[o1 + j + 1] = r1; out[o1 + j + 2] = r2; out[o1 + j + 3] = r3;
       }
-      for (; j < n; j++) { dotT(A, B, a, j * k, k, out, o + j); dotT(A, B, a1, j * k, k, out, o1 + j); }
+      for (; j < n; j++) { dotT(A, B, a, j * k, k, out, o + j); dotT(A, B, a1,
+        j * k, k, out, o1 + j); }
     }
     for (; i < m; i++) { /* an odd last row: four outputs at a time */
       var c = i * k, q = i * n;
@@ -75,19 +76,24 @@ window.attnlibEngine = window.attnlibEngine || (function () {
 
   /* the scaled scores q k^T * scale, (Tq, Tk); scale null/undefined = 1 / sqrt(d_k), as attnlib */
   function scores(q, k, Tq, Tk, d, scale) {
-    var s = matmulT(q, k, Tq, d, Tk), f = (scale === null || scale === undefined) ? 1 / Math.sqrt(d) : scale;
+    var s = matmulT(q, k, Tq, d, Tk), f = (scale === null || scale === undefined) ?
+      1 / Math.sqrt(d) : scale;
     for (var i = 0; i < s.length; i++) s[i] *= f;
     return s;
   }
 
   /* masks: {kind: "bool" | "float", data, rows (1 or Tq), cols (Tk)} */
-  function boolMask(data, rows, cols) { return { kind: "bool", data: data, rows: rows, cols: cols }; }
-  function floatMask(data, rows, cols) { return { kind: "float", data: data, rows: rows, cols: cols }; }
-  /* attnlib.causal_mask(Tq, Tk): query i may attend key j iff j <= Tk - Tq + i (lower-right aligned) */
+  function boolMask(data, rows, cols) { return { kind: "bool", data: data,
+    rows: rows, cols: cols }; }
+  function floatMask(data, rows, cols) { return { kind: "float", data: data,
+    rows: rows, cols: cols }; }
+  /* attnlib.causal_mask(Tq, Tk): query i may attend key j iff j <= Tk - Tq + i
+     (lower-right aligned) */
   function causalMask(Tq, Tk) {
     if (Tk === undefined) Tk = Tq;
     var d = new Uint8Array(Tq * Tk);
-    for (var i = 0; i < Tq; i++) for (var j = 0; j < Tk; j++) d[i * Tk + j] = j <= Tk - Tq + i ? 1 : 0;
+    for (var i = 0; i < Tq; i++) for (var j = 0; j < Tk; j++) d[i * Tk + j] =
+      j <= Tk - Tq + i ? 1 : 0;
     return boolMask(d, Tq, Tk);
   }
   /* attnlib.padding_mask for one sequence: one flag per key, true = a real token */
@@ -98,9 +104,12 @@ window.attnlibEngine = window.attnlibEngine || (function () {
   }
   function checkMask(mask, Tq, Tk) {
     if (!mask) return;
-    if (mask.kind !== "bool" && mask.kind !== "float") throw new Error("a mask is {kind: 'bool' | 'float', ...}, got kind " + mask.kind);
-    if (mask.cols !== Tk || (mask.rows !== 1 && mask.rows !== Tq) || mask.data.length !== mask.rows * mask.cols) {
-      throw new Error("mask of shape (" + mask.rows + ", " + mask.cols + ") does not broadcast to the scores (" + Tq + ", " + Tk + ")");
+    if (mask.kind !== "bool" && mask.kind !== "float") throw new Error("a mask is {kind: 'bool' " +
+      "| 'float', ...}, got kind " + mask.kind);
+    if (mask.cols !== Tk || (mask.rows !== 1 && mask.rows !== Tq) || mask.data.length !==
+      mask.rows * mask.cols) {
+      throw new Error("mask of shape (" + mask.rows + ", " + mask.cols +
+        ") does not broadcast to the scores (" + Tq + ", " + Tk + ")");
     }
   }
   /* scores + mask: bool false -> -Infinity, float added (in place; returns s) */
@@ -121,7 +130,8 @@ window.attnlibEngine = window.attnlibEngine || (function () {
   function andMasks(a, b, Tq) {
     var Tk = a.cols, d = new Uint8Array(Tq * Tk);
     for (var i = 0; i < Tq; i++) for (var j = 0; j < Tk; j++) {
-      d[i * Tk + j] = a.data[(a.rows === 1 ? 0 : i) * Tk + j] && b.data[(b.rows === 1 ? 0 : i) * Tk + j] ? 1 : 0;
+      d[i * Tk + j] = a.data[(a.rows === 1 ? 0 : i) * Tk + j] &&
+        b.data[(b.rows === 1 ? 0 : i) * Tk + j] ? 1 : 0;
     }
     return boolMask(d, Tq, Tk);
   }
@@ -132,7 +142,8 @@ window.attnlibEngine = window.attnlibEngine || (function () {
     var c = causalMask(Tq, Tk);
     if (mask.kind === "bool") return andMasks(mask, c, Tq);
     var d = new Float64Array(Tq * Tk);
-    for (var i = 0; i < Tq; i++) for (var j = 0; j < Tk; j++) d[i * Tk + j] = c.data[i * Tk + j] ? mask.data[(mask.rows === 1 ? 0 : i) * Tk + j] : -Infinity;
+    for (var i = 0; i < Tq; i++) for (var j = 0; j < Tk; j++) d[i * Tk + j] = c.data[i * Tk + j] ?
+      mask.data[(mask.rows === 1 ? 0 : i) * Tk + j] : -Infinity;
     return floatMask(d, Tq, Tk);
   }
 
@@ -160,11 +171,14 @@ window.attnlibEngine = window.attnlibEngine || (function () {
 
   /* attnlib.scaled_dot_product_attention for one head:
      q (Tq, dk), k (Tk, dk), v (Tk, dv); opts {mask, isCausal, scale}.
-     Returns {out (Tq, dv), weights (Tq, Tk), scores (Tq, Tk) scaled and masked, dead [Tq bools]}. */
+     Returns {out (Tq, dv), weights (Tq, Tk), scores (Tq, Tk) scaled and masked, dead [Tq bools]}.
+     */
   function attention(q, k, v, Tq, Tk, dk, dv, opts) {
     opts = opts || {};
-    if (opts.isCausal && opts.mask) throw new Error("pass either a mask or isCausal, not both (as attnlib)");
-    if (opts.isCausal && Tq !== Tk) throw new Error("isCausal needs Tq == Tk, got Tq=" + Tq + ", Tk=" + Tk + "; pass causalMask(Tq, Tk) instead");
+    if (opts.isCausal && opts.mask) throw new Error("pass either a mask or isCausal, " +
+      "not both (as attnlib)");
+    if (opts.isCausal && Tq !== Tk) throw new Error("isCausal needs Tq == Tk, got Tq=" + Tq +
+      ", Tk=" + Tk + "; pass causalMask(Tq, Tk) instead");
     var s = scores(q, k, Tq, Tk, dk, opts.scale);
     applyMask(s, opts.isCausal ? causalMask(Tq, Tk) : opts.mask, Tq, Tk);
     var w = softmaxRows(s, Tq, Tk);
@@ -174,19 +188,23 @@ window.attnlibEngine = window.attnlibEngine || (function () {
   /* heads: (T, H*D) -> (H, T, D) and back (MultiHeadAttention.split_heads / merge_heads) */
   function splitHeads(x, T, H, D) {
     var out = zeros(H * T * D);
-    for (var t = 0; t < T; t++) for (var h = 0; h < H; h++) for (var d = 0; d < D; d++) out[(h * T + t) * D + d] = x[t * H * D + h * D + d];
+    for (var t = 0; t < T; t++) for (var h = 0; h < H; h++) for (var d = 0; d < D;
+      d++) out[(h * T + t) * D + d] = x[t * H * D + h * D + d];
     return out;
   }
   function mergeHeads(x, H, T, D) {
     var out = zeros(T * H * D);
-    for (var h = 0; h < H; h++) for (var t = 0; t < T; t++) for (var d = 0; d < D; d++) out[t * H * D + h * D + d] = x[(h * T + t) * D + d];
+    for (var h = 0; h < H; h++) for (var t = 0; t < T; t++) for (var d = 0; d < D;
+      d++) out[t * H * D + h * D + d] = x[(h * T + t) * D + d];
     return out;
   }
 
-  /* Attention of H query heads over G key/value heads (G = H: multi-head; query head h reads key/value
+  /* Attention of H query heads over G key/value heads (G = H: multi-head;
+     query head h reads key/value
      head floor(h / (H / G))), on projections already made: q (Tq, H*D), k and v (Tk, G*D).
-     opts {mask, isCausal, scale, headMask: H numbers multiplying each head's output (0 = switched off)}.
-     Returns {merged (Tq, H*D) (before out_proj), heads (H, Tq, D), weights (H, Tq, Tk), dead (H x Tq)}. */
+     opts {mask, isCausal, scale, headMask: H numbers multiplying each head's output (0 = switched
+     off)}. Returns {merged (Tq, H*D) (before out_proj), heads (H, Tq, D), weights (H, Tq, Tk), dead
+     (H x Tq)}. */
   function attendHeads(q, k, v, Tq, Tk, H, G, D, opts) {
     opts = opts || {};
     if (H % G) throw new Error("n_heads=" + H + " must be divisible by n_kv_heads=" + G);
@@ -198,8 +216,8 @@ window.attnlibEngine = window.attnlibEngine || (function () {
     var heads = zeros(H * Tq * D), weights = zeros(H * Tq * Tk), dead = [], per = H / G;
     for (var h = 0; h < H; h++) {
       var g = Math.floor(h / per);
-      var r = attention(qs.subarray(h * Tq * D, (h + 1) * Tq * D), ks.subarray(g * Tk * D, (g + 1) * Tk * D),
-        vs.subarray(g * Tk * D, (g + 1) * Tk * D), Tq, Tk, D, D, sub);
+      var r = attention(qs.subarray(h * Tq * D, (h + 1) * Tq * D), ks.subarray(g * Tk * D,
+        (g + 1) * Tk * D), vs.subarray(g * Tk * D, (g + 1) * Tk * D), Tq, Tk, D, D, sub);
       var f = opts.headMask ? opts.headMask[h] : 1;
       for (var n = 0; n < Tq * D; n++) heads[h * Tq * D + n] = f * r.out[n];
       weights.set(r.weights, h * Tq * Tk);
@@ -221,7 +239,8 @@ window.attnlibEngine = window.attnlibEngine || (function () {
     var heads = zeros(H * Tq * D), weights = zeros(H * Tq * Tk), dead = [];
     for (var h = 0; h < H; h++) {
       var g = Math.floor(h / per), o = g * Tcap * D;
-      var r = attention(qs.subarray(h * Tq * D, (h + 1) * Tq * D), Kc.subarray(o, o + Tk * D), Vc.subarray(o, o + Tk * D), Tq, Tk, D, D, sub);
+      var r = attention(qs.subarray(h * Tq * D, (h + 1) * Tq * D), Kc.subarray(o, o + Tk * D),
+        Vc.subarray(o, o + Tk * D), Tq, Tk, D, D, sub);
       var f = opts.headMask ? opts.headMask[h] : 1;
       for (var n = 0; n < Tq * D; n++) heads[h * Tq * D + n] = f * r.out[n];
       weights.set(r.weights, h * Tq * Tk);
@@ -231,14 +250,16 @@ window.attnlibEngine = window.attnlibEngine || (function () {
   }
 
   /* attnlib.MultiHeadAttention.forward for one sequence: x (Tq, C); context (Tk, C) or null (self-
-     attention); p {C, H, G (default H), q: {w, b}, k, v, o} with nn.Linear layouts (k, v: (G*D, C)).
-     opts as attendHeads. Returns attendHeads' result plus out (Tq, C), q (Tq, C), k and v (Tk, G*D). */
+     attention); p {C, H, G (default H), q: {w, b}, k, v, o} with nn.Linear layouts (k, v: (G*D,
+     C)). opts as attendHeads. Returns attendHeads' result plus out (Tq, C), q (Tq, C), k and v (Tk,
+     G*D). */
   function multiHeadAttention(x, Tq, context, Tk, p, opts) {
     var C = p.C, H = p.H, G = p.G || p.H, D = C / H;
     if (D !== Math.floor(D)) throw new Error("d_model=" + C + " is not divisible by n_heads=" + H);
     var src = context || x;
     if (!context) Tk = Tq;
-    var q = linear(x, p.q.w, p.q.b, Tq, C, C), k = linear(src, p.k.w, p.k.b, Tk, C, G * D), v = linear(src, p.v.w, p.v.b, Tk, C, G * D);
+    var q = linear(x, p.q.w, p.q.b, Tq, C, C), k = linear(src, p.k.w, p.k.b, Tk, C, G * D),
+      v = linear(src, p.v.w, p.v.b, Tk, C, G * D);
     var r = attendHeads(q, k, v, Tq, Tk, H, G, D, opts);
     r.out = linear(r.merged, p.o.w, p.o.b, Tq, C, C);
     r.q = q; r.k = k; r.v = v;
@@ -250,8 +271,8 @@ window.attnlibEngine = window.attnlibEngine || (function () {
        sdpa     bool, 1 = may attend (PyTorch SDPA, attnlib)
        nn_mha   bool, 1 = blocked (nn.MultiheadAttention's attn_mask / key_padding_mask)
        additive float, 0 = allowed, -inf = blocked (added to the scores)
-       hf       Hugging Face attention_mask: one flag per key, 1 = real token, 0 = padding; the model adds
-                its causal part itself (causal = true) */
+       hf Hugging Face attention_mask: one flag per key, 1 = real token, 0 = padding; the model adds
+       its causal part itself (causal = true) */
   var CONVENTIONS = ["sdpa", "nn_mha", "additive", "hf"];
   function fromConvention(name, values, rows, Tk) {
     var n = rows * Tk, d, i;
@@ -262,34 +283,43 @@ window.attnlibEngine = window.attnlibEngine || (function () {
     }
     if (name === "additive") return floatMask(Float64Array.from(values), rows, Tk);
     if (name === "hf") {
-      if (rows !== 1) throw new Error("an HF attention_mask holds one flag per key (rows 1), got rows " + rows);
+      if (rows !== 1) throw new Error("an HF attention_mask holds one flag per key " +
+        "(rows 1), got rows " + rows);
       d = new Uint8Array(Tk);
       for (i = 0; i < Tk; i++) d[i] = values[i] === 1 ? 1 : 0;
       return boolMask(d, 1, Tk);
     }
     throw new Error("unknown mask convention " + name + "; one of " + CONVENTIONS.join(", "));
   }
-  /* an engine bool mask (1 = may attend) written in a convention (hf: the per-key flags of row 0) */
+  /* an engine bool mask (1 = may attend) written in a convention (hf: the
+     per-key flags of row 0) */
   function toConvention(name, mask) {
     var out = [], i;
-    if (name === "hf") { for (i = 0; i < mask.cols; i++) out.push(mask.data[i] ? 1 : 0); return out; }
+    if (name === "hf") { for (i = 0; i < mask.cols;
+      i++) out.push(mask.data[i] ? 1 : 0); return out; }
     for (i = 0; i < mask.data.length; i++) {
       var ok = !!mask.data[i];
-      out.push(name === "sdpa" ? (ok ? 1 : 0) : name === "nn_mha" ? (ok ? 0 : 1) : (ok ? 0 : -Infinity));
+      out.push(name === "sdpa" ? (ok ? 1 : 0) : name === "nn_mha" ?
+        (ok ? 0 : 1) : (ok ? 0 : -Infinity));
     }
     return out;
   }
-  /* the mask a model builds from an HF attention_mask: padding flags, AND the causal mask if causal */
+  /* the mask a model builds from an HF attention_mask: padding flags, AND the
+     causal mask if causal */
   function fromHF(flags, Tq, causal) {
     var pad = fromConvention("hf", flags, 1, flags.length);
-    return causal ? andMasks(pad, causalMask(Tq, flags.length), Tq) : andMasks(pad, boolMask(new Uint8Array(Tq * flags.length).fill(1), Tq, flags.length), Tq);
+    return causal ? andMasks(pad, causalMask(Tq, flags.length), Tq) : andMasks(pad,
+      boolMask(new Uint8Array(Tq * flags.length).fill(1), Tq, flags.length), Tq);
   }
 
   return {
-    version: 1, matmul: matmul, matmulT: matmulT, linear: linear, scores: scores, boolMask: boolMask,
-    floatMask: floatMask, causalMask: causalMask, withCausal: withCausal, paddingMask: paddingMask, applyMask: applyMask, andMasks: andMasks,
+    version: 1, matmul: matmul, matmulT: matmulT, linear: linear,
+      scores: scores, boolMask: boolMask,
+    floatMask: floatMask, causalMask: causalMask, withCausal: withCausal, paddingMask: paddingMask,
+      applyMask: applyMask, andMasks: andMasks,
     softmaxRows: softmaxRows, attention: attention, splitHeads: splitHeads, mergeHeads: mergeHeads,
-    attendHeads: attendHeads, attendHeadsCached: attendHeadsCached, multiHeadAttention: multiHeadAttention, CONVENTIONS: CONVENTIONS,
+    attendHeads: attendHeads, attendHeadsCached: attendHeadsCached, multiHeadAttention:
+      multiHeadAttention, CONVENTIONS: CONVENTIONS,
     fromConvention: fromConvention, toConvention: toConvention, fromHF: fromHF
   };
 })();

@@ -3,7 +3,8 @@
    each slider is moved there as a reader would move it, so the state, the read-outs and the
    cells all follow. Copies of one output on a page are each moved once. */
 (function () {
-  var roots = document.querySelectorAll("div.attnlib-explorer[data-attnlib-ready]:not([data-attnlib-opened])");
+  var roots = document.querySelectorAll(
+    "div.attnlib-explorer[data-attnlib-ready]:not([data-attnlib-opened])");
   for (var r = 0; r < roots.length; r++) {
     var root = roots[r];
     if (!root.querySelector("script.attnlib-initial")) continue;

@@ -1,4 +1,5 @@
-/* attnlib: mouse and keyboard on the attention heatmap that explorer.js and live.js draw and repaint
+/* attnlib: mouse and keyboard on the attention heatmap that explorer.js and
+   live.js draw and repaint
    in place (the kit's heatmap, kit.js, wires its own); both outputs carry this file before their
    own script, and defining it twice is harmless.
    o: svg, cells (row-major), cursor and rowLabels of the heatmap just drawn; rows, cols: its size;
@@ -19,15 +20,18 @@ window.attnlibWireHeatmap = function (o) {
   };
   svg.addEventListener("mouseover", function (e) {
     var t = e.target;
-    if (t.classList && t.classList.contains("attnlib-cell")) o.showTip(+t.getAttribute("data-row") * o.cols + +t.getAttribute("data-col"));
+    if (t.classList && t.classList.contains("attnlib-cell")) o.showTip(+t.getAttribute("data-row") *
+      o.cols + +t.getAttribute("data-col"));
   });
   svg.addEventListener("mouseleave", o.hideTip);
   svg.addEventListener("click", function (e) {
     var r = e.target.getAttribute && e.target.getAttribute("data-row");
     if (r !== null && r !== undefined) o.selectRow(+r);
   });
-  svg.addEventListener("focus", function (e) { if (e.target === svg) moveCursor(o.cur()[0], o.cur()[1]); });
-  svg.addEventListener("blur", function () { o.cursor.setAttribute("visibility", "hidden"); o.hideTip(); });
+  svg.addEventListener("focus", function (e) {
+    if (e.target === svg) moveCursor(o.cur()[0], o.cur()[1]); });
+  svg.addEventListener("blur", function () { o.cursor.setAttribute("visibility",
+    "hidden"); o.hideTip(); });
   svg.addEventListener("keydown", function (e) {
     var t = e.target, key = e.key, r;
     if (t !== svg) { /* a row label */

@@ -31,7 +31,8 @@ window.attnlibLiveModel = window.attnlibLiveModel || (function () {
   var E = window.attnlibEngine, Wt = window.attnlibWeights, argmax = window.attnlibSampling.argmax;
 
   /* ------------------------------------------------------------------ weights */
-  /* the payload's tensors: float32 or float16, little-endian, in one base64 blob -> {name: Float64Array} */
+  /* the payload's tensors: float32 or float16, little-endian, in one base64 blob
+     -> {name: Float64Array} */
   function loadWeights(P) {
     var bin = atob(P.blob), bytes = new Uint8Array(bin.length), W = {};
     for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
@@ -52,13 +53,15 @@ window.attnlibLiveModel = window.attnlibLiveModel || (function () {
     var ax = Math.abs(x);
     if (ax >= 6) return x > 0 ? 1 : -1;
     var x2 = ax * ax, term = ax, sum = ax;
-    for (var n = 1; n < 300; n++) { term *= 2 * x2 / (2 * n + 1); sum += term; if (term < 1e-17 * sum) break; }
+    for (var n = 1; n < 300; n++) { term *= 2 * x2 / (2 * n + 1); sum += term;
+      if (term < 1e-17 * sum) break; }
     var r = 1.1283791670955126 * Math.exp(-x2) * sum;
     return x < 0 ? -r : r;
   }
   var ACT = {
     gelu: function (x) { return 0.5 * x * (1 + erf(x * Math.SQRT1_2)); },
-    gelu_tanh: function (x) { return 0.5 * x * (1 + Math.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); },
+    gelu_tanh: function (x) { return 0.5 * x * (1 + Math.tanh(0.7978845608028654 *
+      (x + 0.044715 * x * x * x))); },
     relu: function (x) { return x > 0 ? x : 0; },
     swiglu: function (x) { return x / (1 + Math.exp(-x)); } /* silu, on the gate */
   };
@@ -108,17 +111,21 @@ window.attnlibLiveModel = window.attnlibLiveModel || (function () {
     c.G = c.G || c.H; c.D = c.D || c.C / c.H; c.norm = c.norm || "layernorm";
     c.pos = c.pos || (W.pos ? "learned" : "none"); c.kv = c.kv || "f64";
     if (c.H % c.G) throw new Error("n_heads=" + c.H + " must be divisible by n_kv_heads=" + c.G);
-    if (!ACT[c.act]) throw new Error("unknown activation " + c.act + "; one of " + Object.keys(ACT).join(", "));
+    if (!ACT[c.act]) throw new Error("unknown activation " + c.act + "; one of " +
+      Object.keys(ACT).join(", "));
     function mat(w, rows, cols) { return !w ? null : w.mul ? w : Wt.dense(w, rows, cols); }
     var C = c.C, HD = c.H * c.D, GD = c.G * c.D, M = { layers: [] };
     M.tok = mat(W.tok, c.V, C);
     M.head = W.head ? mat(W.head, c.V, C) : M.tok;
     for (var l = 0; l < c.L; l++) {
       var p = "l" + l + ".", y = {};
-      y.q = mat(W[p + "q.w"], HD, C); y.k = mat(W[p + "k.w"], GD, C); y.v = mat(W[p + "v.w"], GD, C);
-      y.o = mat(W[p + "o.w"], C, HD); y.f1 = mat(W[p + "f1.w"], c.F, C); y.f2 = mat(W[p + "f2.w"], C, c.F);
+      y.q = mat(W[p + "q.w"], HD, C); y.k = mat(W[p + "k.w"], GD, C);
+      y.v = mat(W[p + "v.w"], GD, C);
+      y.o = mat(W[p + "o.w"], C, HD); y.f1 = mat(W[p + "f1.w"], c.F, C);
+      y.f2 = mat(W[p + "f2.w"], C, c.F);
       y.gate = mat(W[p + "gate.w"], c.F, C);
-      ["n1", "q", "k", "v", "o", "n3", "f1", "gate", "f2"].forEach(function (s) { y[s + "b"] = W[p + s + ".b"] || null; });
+      ["n1", "q", "k", "v", "o", "n3", "f1", "gate", "f2"].forEach(function (s) {
+        y[s + "b"] = W[p + s + ".b"] || null; });
       y.n1w = W[p + "n1.w"]; y.n3w = W[p + "n3.w"];
       M.layers.push(y);
     }
@@ -129,8 +136,8 @@ window.attnlibLiveModel = window.attnlibLiveModel || (function () {
   /* A KV cache plus the model. feed(ids) runs a chunk of tokens through every layer at once: each
      layer appends their key and value rows to its cache and their queries attend, causally, over
      every row held (the attention itself is the shared engine's, as in every explorer). A prompt
-     fed at once is the causal forward pass (prefill); one token at a time is decoding. off[l][h] = 0
-     switches query head h of layer l off: its output is zeroed before out_proj (the ablation
+     fed at once is the causal forward pass (prefill); one token at a time is decoding. off[l][h] =
+     0 switches query head h of layer l off: its output is zeroed before out_proj (the ablation
      attnlib.heads_off does with a hook). The cache grows as it fills, up to T positions. */
   function Cache(m, off) {
     var c = m.c;
@@ -141,8 +148,10 @@ window.attnlibLiveModel = window.attnlibLiveModel || (function () {
     var c = this.m.c, cap = Math.min(c.T, Math.max(need, 2 * this.cap, 16)), D = c.D, G = c.G;
     for (var l = 0; l < c.L; l++) {
       [this.K, this.V].forEach(function (A) {
-        var old = A[l], a = c.kv === "f32" ? new Float32Array(G * cap * D) : new Float64Array(G * cap * D);
-        if (old) for (var g = 0; g < G; g++) a.set(old.subarray(g * this.cap * D, (g * this.cap + this.n) * D), g * cap * D);
+        var old = A[l], a = c.kv === "f32" ? new Float32Array(G * cap * D) :
+          new Float64Array(G * cap * D);
+        if (old) for (var g = 0; g < G; g++) a.set(old.subarray(g * this.cap * D,
+          (g * this.cap + this.n) * D), g * cap * D);
         A[l] = a;
       }, this);
     }
@@ -150,15 +159,18 @@ window.attnlibLiveModel = window.attnlibLiveModel || (function () {
   };
   /* the bytes the keys and values of the tokens held take (attnlib's KVCache.nbytes, in this
      cache's number type) */
-  Cache.prototype.nbytes = function () { var c = this.m.c; return 2 * c.L * this.n * c.G * c.D * (c.kv === "f32" ? 4 : 8); };
+  Cache.prototype.nbytes = function () { var c = this.m.c; return 2 * c.L * this.n * c.G * c.D *
+    (c.kv === "f32" ? 4 : 8); };
   /* o: {all: logits at every position (else the last), noAtt, resid: keep the residual stream
      (L + 1 rows of (T, C)), trace: record every step of the chunk's last token} */
   Cache.prototype.feed = function (ids, o) {
     o = o || {};
-    var m = this.m, c = m.c, M = m.M, C = c.C, H = c.H, G = c.G, D = c.D, T = ids.length, t0 = this.n, i, t;
+    var m = this.m, c = m.c, M = m.M, C = c.C, H = c.H, G = c.G, D = c.D,
+      T = ids.length, t0 = this.n, i, t;
     if (!T) throw new Error("feed needs at least one token");
     if (t0 + T > c.T) throw new Error("the context is full (" + c.T + " tokens)");
-    for (i = 0; i < T; i++) if (!(ids[i] >= 0 && ids[i] < c.V && ids[i] === Math.floor(ids[i]))) throw new Error("token id " + ids[i] + " is not in the vocabulary of " + c.V);
+    for (i = 0; i < T; i++) if (!(ids[i] >= 0 && ids[i] < c.V && ids[i] === Math.floor(
+      ids[i]))) throw new Error("token id " + ids[i] + " is not in the vocabulary of " + c.V);
     if (t0 + T > this.cap) this.grow(t0 + T);
     var steps = o.trace ? [] : null, last = T - 1, nn = NORM_NAME[c.norm];
     function rec(key, layer, fn, rows, extra) {
@@ -175,19 +187,25 @@ window.attnlibLiveModel = window.attnlibLiveModel || (function () {
       if (M.pos) for (i = 0; i < C; i++) X[t * C + i] += M.pos[(t0 + t) * C + i];
     }
     var resid = o.resid || steps ? [Float64Array.from(X)] : null, att = [];
-    rec("embed", -1, M.pos ? "GPT.embed (Embeddings): tok_emb[token] + pos_emb[position]" : "GPT.embed (Embeddings): tok_emb[token]", [["x", X]]);
+    rec("embed", -1, M.pos ? "GPT.embed (Embeddings): tok_emb[token] + pos_emb[position]" :
+      "GPT.embed (Embeddings): tok_emb[token]", [["x", X]]);
     for (var l = 0; l < c.L; l++) {
       var y = M.layers[l], L1 = "layer " + (l + 1) + ": ", h = X;
-      if (c.normFirst) { h = norm(X, T, C, y.n1w, y.n1b, c.eps, c.norm); rec("norm1", l, L1 + "DecoderLayer.norm1 (" + nn + ")", [["norm1(x)", h]]); }
+      if (c.normFirst) { h = norm(X, T, C, y.n1w, y.n1b, c.eps, c.norm); rec("norm1", l,
+        L1 + "DecoderLayer.norm1 (" + nn + ")", [["norm1(x)", h]]); }
       var q = linear(y.q, y.qb, h, T), k = linear(y.k, y.kb, h, T), v = linear(y.v, y.vb, h, T);
       if (c.pos === "rope") { rope(q, T, H, D, t0, c.ropeBase); rope(k, T, G, D, t0, c.ropeBase); }
-      rec("qkv", l, L1 + "MultiHeadAttention.q_proj, k_proj, v_proj (Linear)" + (c.pos === "rope" ? ", RoPE on q and k" : "") +
-        ", split into " + H + " heads of " + D + (G < H ? " (keys and values: " + G + " heads)" : ""),
+      rec("qkv", l, L1 + "MultiHeadAttention.q_proj, k_proj, v_proj (Linear)" + (c.pos === "rope" ?
+        ", RoPE on q and k" : "") + ", split into " + H + " heads of " + D + (G < H ?
+        " (keys and values: " + G + " heads)" : ""),
         [["q", q, H * D], ["k", k, G * D], ["v", v, G * D]], { heads: H });
-      /* the cache is head by head, (G, cap, D): each new token's row of each head goes into its slot */
+      /* the cache is head by head, (G, cap, D): each new token's row of each
+         head goes into its slot */
       for (t = 0; t < T; t++) for (var g = 0; g < G; g++) {
-        this.K[l].set(k.subarray(t * G * D + g * D, t * G * D + (g + 1) * D), (g * this.cap + t0 + t) * D);
-        this.V[l].set(v.subarray(t * G * D + g * D, t * G * D + (g + 1) * D), (g * this.cap + t0 + t) * D);
+        this.K[l].set(k.subarray(t * G * D + g * D, t * G * D + (g + 1) * D),
+          (g * this.cap + t0 + t) * D);
+        this.V[l].set(v.subarray(t * G * D + g * D, t * G * D + (g + 1) * D),
+          (g * this.cap + t0 + t) * D);
       }
       var Tk = t0 + T, r = E.attendHeadsCached(q, this.K[l], this.V[l], T, Tk, this.cap, H, G, D,
         { isCausal: T > 1, headMask: this.off ? this.off[l] : null });
@@ -195,45 +213,55 @@ window.attnlibLiveModel = window.attnlibLiveModel || (function () {
         var rows = [];
         for (var hh = 0; hh < H; hh++) {
           var per = [];
-          for (t = 0; t < T; t++) per.push(r.weights.slice((hh * T + t) * Tk, (hh * T + t) * Tk + t0 + t + 1));
+          for (t = 0; t < T; t++) per.push(r.weights.slice((hh * T + t) * Tk,
+            (hh * T + t) * Tk + t0 + t + 1));
           rows.push(per);
         }
         att.push(rows);
       }
-      if (steps) rec("weights", l, L1 + "attnlib.scaled_dot_product_attention, per head, over the " + Tk + " cached keys",
-        null, { weights: att[l].map(function (per) { return per[last]; }), off: this.off ? this.off[l].slice() : null });
+      if (steps) rec("weights", l, L1 + "attnlib.scaled_dot_product_attention, per head, over " +
+        "the " + Tk + " cached keys", null, { weights: att[l].map(function (per) { return per[last];
+        }), off: this.off ? this.off[l].slice() : null });
       var a = linear(y.o, y.ob, r.merged, T);
-      rec("out", l, L1 + "MultiHeadAttention.merge_heads, then out_proj (Linear)", [["merged heads", r.merged, H * D], ["out_proj", a]]);
+      rec("out", l, L1 + "MultiHeadAttention.merge_heads, then out_proj (Linear)",
+        [["merged heads", r.merged, H * D], ["out_proj", a]]);
       for (i = 0; i < T * C; i++) X[i] += a[i];
-      if (!c.normFirst) { X = norm(X, T, C, y.n1w, y.n1b, c.eps, c.norm); rec("add1", l, L1 + "residual x + attention, then DecoderLayer.norm1 (post-norm)", [["x", X]]); }
+      if (!c.normFirst) { X = norm(X, T, C, y.n1w, y.n1b, c.eps, c.norm); rec("add1", l,
+        L1 + "residual x + attention, then DecoderLayer.norm1 (post-norm)", [["x", X]]); }
       else rec("add1", l, L1 + "residual: x + attention", [["x", X]]);
       var u = X;
-      if (c.normFirst) { u = norm(X, T, C, y.n3w, y.n3b, c.eps, c.norm); rec("norm3", l, L1 + "DecoderLayer.norm3 (" + nn + ")", [["norm3(x)", u]]); }
+      if (c.normFirst) { u = norm(X, T, C, y.n3w, y.n3b, c.eps, c.norm); rec("norm3", l,
+        L1 + "DecoderLayer.norm3 (" + nn + ")", [["norm3(x)", u]]); }
       var f = linear(y.f1, y.f1b, u, T), F = c.F, act = ACT[c.act];
-      if (y.gate) { var gt = linear(y.gate, y.gateb, u, T); for (i = 0; i < T * F; i++) f[i] *= act(gt[i]); }
+      if (y.gate) { var gt = linear(y.gate, y.gateb, u, T); for (i = 0; i < T * F;
+        i++) f[i] *= act(gt[i]); }
       else for (i = 0; i < T * F; i++) f[i] = act(f[i]);
-      rec("ffn1", l, L1 + (y.gate ? "FeedForward.fc1 and gate (Linear), then SiLU(gate) * fc1 (SwiGLU)" : "FeedForward.fc1 (Linear), then " + c.act.toUpperCase()),
+      rec("ffn1", l, L1 + (y.gate ? "FeedForward.fc1 and gate (Linear), then SiLU(gate) * fc1 " +
+        "(SwiGLU)" : "FeedForward.fc1 (Linear), then " + c.act.toUpperCase()),
         [[y.gate ? "silu(gate) * fc1" : c.act + "(fc1)", f, F]]);
       var z = linear(y.f2, y.f2b, f, T);
       for (i = 0; i < T * C; i++) X[i] += z[i];
       if (!c.normFirst) X = norm(X, T, C, y.n3w, y.n3b, c.eps, c.norm);
-      rec("ffn2", l, L1 + "FeedForward.fc2 (Linear), residual x + FFN" + (c.normFirst ? "" : ", then DecoderLayer.norm3 (post-norm)"), [["fc2", z], ["x", X]]);
+      rec("ffn2", l, L1 + "FeedForward.fc2 (Linear), residual x + FFN" + (c.normFirst ? "" :
+        ", then DecoderLayer.norm3 (post-norm)"), [["fc2", z], ["x", X]]);
       if (resid) resid.push(Float64Array.from(X));
     }
     this.n = t0 + T;
     /* the logits: every position's, or the last one's only (decoding needs no more) */
     var from = o.all ? 0 : last, n = T - from, xf = X.subarray(from * C);
-    if (c.normFirst) { xf = norm(xf, n, C, M.nfw, M.nfb, c.eps, c.norm); rec("normf", c.L, "GPT.norm_f (" + nn + ")", [["norm_f(x)", xf, C]]); }
+    if (c.normFirst) { xf = norm(xf, n, C, M.nfw, M.nfb, c.eps, c.norm); rec("normf", c.L,
+      "GPT.norm_f (" + nn + ")", [["norm_f(x)", xf, C]]); }
     var Z = linear(M.head, null, xf, n), logits = [];
     for (t = 0; t < n; t++) logits.push(Z.subarray(t * c.V, (t + 1) * c.V));
-    if (steps) steps.push({ key: "logits", layer: c.L, fn: "GPT.lm_head (Linear" + (M.head === M.tok ? ", tied to tok_emb" : "") + "), then softmax", logits: logits[n - 1] });
+    if (steps) steps.push({ key: "logits", layer: c.L, fn: "GPT.lm_head (Linear" +
+      (M.head === M.tok ? ", tied to tok_emb" : "") + "), then softmax", logits: logits[n - 1] });
     return { logits: logits, att: att, steps: steps, resid: resid };
   };
   /* one token through the model: {logits, att[layer][head] (t + 1,), steps (with trace), resid} */
   Cache.prototype.step = function (id, trace) {
     var r = this.feed([id], { trace: !!trace, resid: !!trace });
-    return { logits: r.logits[0], att: r.att.map(function (l) { return l.map(function (h) { return h[0]; }); }),
-      steps: r.steps, resid: r.resid };
+    return { logits: r.logits[0], att: r.att.map(function (l) { return l.map(function (h) {
+      return h[0]; }); }), steps: r.steps, resid: r.resid };
   };
 
   /* ------------------------------------------------------------------ the model */
@@ -245,13 +273,15 @@ window.attnlibLiveModel = window.attnlibLiveModel || (function () {
       o = o || {};
       var r = cache(off), out = { logits: [], att: [], resid: null }, l, h;
       if (ids.length) out = r.feed(ids, { all: !o.last, noAtt: o.noAtt, resid: o.resid });
-      else for (l = 0; l < c.L; l++) { out.att.push([]); for (h = 0; h < c.H; h++) out.att[l].push([]); } /* no text */
+      else for (l = 0; l < c.L; l++) { out.att.push([]); for (h = 0; h < c.H;
+        h++) out.att[l].push([]); } /* no text */
       return { logits: out.logits, att: out.att, cache: r, resid: out.resid };
     }
     /* the logit lens: the final norm (pre-norm models; a post-norm stream is already normalised)
        and the LM head on n residual vectors (rows of X) at once -> (n, V) */
     function lens(X, n) {
-      var xf = c.normFirst ? norm(X, n, c.C, M.nfw, M.nfb, c.eps, c.norm) : X, Z = linear(M.head, null, xf, n), out = [];
+      var xf = c.normFirst ? norm(X, n, c.C, M.nfw, M.nfb, c.eps, c.norm) : X,
+        Z = linear(M.head, null, xf, n), out = [];
       for (var t = 0; t < n; t++) out.push(Z.subarray(t * c.V, (t + 1) * c.V));
       return out;
     }

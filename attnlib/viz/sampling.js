@@ -4,7 +4,8 @@
 window.attnlibSampling = window.attnlibSampling || (function () {
   "use strict";
 
-  function mulberry32(seed) { /* a small seeded PRNG: the same seed gives the same draws everywhere */
+  function mulberry32(seed) { /* a small seeded PRNG: the same seed gives the
+     same draws everywhere */
     var a = seed >>> 0;
     return function () {
       a = (a + 0x6D2B79F5) >>> 0;
@@ -16,11 +17,13 @@ window.attnlibSampling = window.attnlibSampling || (function () {
   function softmax(z) {
     var m = -Infinity, s = 0, i, p = new Float64Array(z.length);
     for (i = 0; i < z.length; i++) if (z[i] > m) m = z[i];
-    for (i = 0; i < z.length; i++) { p[i] = z[i] === -Infinity ? 0 : Math.exp(z[i] - m); s += p[i]; }
+    for (i = 0; i < z.length; i++) { p[i] = z[i] === -Infinity ? 0 :
+      Math.exp(z[i] - m); s += p[i]; }
     for (i = 0; i < z.length; i++) p[i] /= s;
     return p;
   }
-  function argmax(z) { var b = 0; for (var i = 1; i < z.length; i++) if (z[i] > z[b]) b = i; return b; }
+  function argmax(z) { var b = 0; for (var i = 1; i < z.length;
+    i++) if (z[i] > z[b]) b = i; return b; }
   function greedy(z) { var p = new Float64Array(z.length); p[argmax(z)] = 1; return p; }
   /* The distribution a sampler draws from, as attnlib's sampler: softmax(z / temperature), only the
      top_k largest logits (ties kept, as attnlib.sample_next), then the smallest set of tokens whose
@@ -32,7 +35,8 @@ window.attnlibSampling = window.attnlibSampling || (function () {
   function distribution(z, s) {
     var V = z.length, T = s.temperature, i, p;
     if (!(T > 0)) return greedy(z);
-    var kth = s.topK > 0 && s.topK < V ? Array.prototype.slice.call(z).sort(function (a, b) { return b - a; })[s.topK - 1] : -Infinity;
+    var kth = s.topK > 0 && s.topK < V ? Array.prototype.slice.call(z).sort(function (a, b) {
+      return b - a; })[s.topK - 1] : -Infinity;
     var y = new Float64Array(V);
     for (i = 0; i < V; i++) {
       if (z[i] === -Infinity || z[i] < kth) { y[i] = -Infinity; continue; }
@@ -52,9 +56,11 @@ window.attnlibSampling = window.attnlibSampling || (function () {
   }
   function draw(p, u) {
     var acc = 0, last = 0;
-    for (var i = 0; i < p.length; i++) { if (p[i] > 0) { acc += p[i]; last = i; if (u < acc) return i; } }
+    for (var i = 0; i < p.length; i++) { if (p[i] > 0) { acc += p[i]; last = i;
+      if (u < acc) return i; } }
     return last;
   }
 
-  return { mulberry32: mulberry32, softmax: softmax, argmax: argmax, greedy: greedy, distribution: distribution, draw: draw };
+  return { mulberry32: mulberry32, softmax: softmax, argmax: argmax, greedy: greedy, distribution:
+    distribution, draw: draw };
 })();

@@ -5,7 +5,8 @@
    Three kinds of matrix, one interface. A matrix is nn.Linear's weight, (rows = out, cols = in):
      dense(a, rows, cols)          numbers in a Float64Array (the tiny GPT's payload)
      q4_1(bytes, offset, rows, cols, perm, acc)   GGUF's Q4_1 blocks, read where the file holds them
-     q8_0(bytes, offset, rows, cols, acc)         GGUF's Q8_0 blocks (SmolLM2's embedding and LM head)
+     q8_0(bytes, offset, rows, cols, acc)         GGUF's Q8_0 blocks
+     (SmolLM2's embedding and LM head)
    m.mul(X, T) -> Y (T, rows) = X W^T for X (T, cols), as nn.Linear without its bias
    m.row(i)    -> row i as a Float64Array (cols,): an embedding lookup
    m.rows, m.cols, m.nbytes (what the tab holds for it), m.kind.
@@ -39,7 +40,8 @@ window.attnlibWeights = window.attnlibWeights || (function () {
   /* ------------------------------------------------------------------ dense (float64) */
   /* X (T, k) @ W^T: the engine's product (window.attnlibEngine.matmulT, loaded first) */
   function dense(a, rows, cols) {
-    if (a.length !== rows * cols) throw new Error("a dense matrix of " + rows + " x " + cols + " needs " + rows * cols + " numbers, got " + a.length);
+    if (a.length !== rows * cols) throw new Error("a dense matrix of " + rows + " x " + cols +
+      " needs " + rows * cols + " numbers, got " + a.length);
     return {
       kind: "f64", rows: rows, cols: cols, nbytes: a.byteLength, data: a,
       mul: function (X, T) { return window.attnlibEngine.matmulT(X, a, T, cols, rows); },
@@ -55,7 +57,8 @@ window.attnlibWeights = window.attnlibWeights || (function () {
      rows, undone as attnlib.pretrained.unpermute_qk undoes it). */
   function q4_1(bytes, offset, rows, cols, perm, acc) {
     if (cols % BLOCK) throw new Error("a Q4_1 matrix needs a width divisible by 32, got " + cols);
-    if (offset % 4) throw new Error("Q4_1 data must start at a multiple of 4 bytes, got offset " + offset);
+    if (offset % 4) throw new Error("Q4_1 data must start at a multiple of 4 " +
+      "bytes, got offset " + offset);
     if (rows % 2) throw new Error("a Q4_1 matrix needs an even number of rows, got " + rows);
     var nb = cols / BLOCK, words = 5 * nb, F = f16Table();
     var U = new Uint32Array(bytes.buffer, bytes.byteOffset + offset, rows * words);
@@ -71,11 +74,14 @@ window.attnlibWeights = window.attnlibWeights || (function () {
           var q = U[w + 1 + k], r = U[v + 1 + k], j = i + 4 * k, x0 = x[j], x1 = x[j + 16];
           a += (q & 15) * x0 + ((q >>> 4) & 15) * x1; c += (r & 15) * x0 + ((r >>> 4) & 15) * x1;
           x0 = x[j + 1]; x1 = x[j + 17];
-          a += ((q >>> 8) & 15) * x0 + ((q >>> 12) & 15) * x1; c += ((r >>> 8) & 15) * x0 + ((r >>> 12) & 15) * x1;
+          a += ((q >>> 8) & 15) * x0 + ((q >>> 12) & 15) * x1; c += ((r >>> 8) & 15) *
+            x0 + ((r >>> 12) & 15) * x1;
           x0 = x[j + 2]; x1 = x[j + 18];
-          a += ((q >>> 16) & 15) * x0 + ((q >>> 20) & 15) * x1; c += ((r >>> 16) & 15) * x0 + ((r >>> 20) & 15) * x1;
+          a += ((q >>> 16) & 15) * x0 + ((q >>> 20) & 15) * x1; c += ((r >>> 16) & 15) *
+            x0 + ((r >>> 20) & 15) * x1;
           x0 = x[j + 3]; x1 = x[j + 19];
-          a += ((q >>> 24) & 15) * x0 + (q >>> 28) * x1; c += ((r >>> 24) & 15) * x0 + (r >>> 28) * x1;
+          a += ((q >>> 24) & 15) * x0 + (q >>> 28) * x1;
+          c += ((r >>> 24) & 15) * x0 + (r >>> 28) * x1;
         }
         var dm = U[w], em = U[v];
         s += F[dm & 0xffff] * a + F[dm >>> 16] * xs[b];
@@ -102,18 +108,21 @@ window.attnlibWeights = window.attnlibWeights || (function () {
       if (acc) return reorder(acc.q4_1(bytes.byteOffset + offset, rows, cols, X, T), T);
       var Y = new Float64Array(T * rows), o;
       if (T === 1) {
-        for (var b = 0; b < nb; b++) { var z = 0; for (var j = 0; j < BLOCK; j++) z += X[b * BLOCK + j]; xs[b] = z; }
+        for (var b = 0; b < nb; b++) { var z = 0; for (var j = 0; j < BLOCK;
+          j++) z += X[b * BLOCK + j]; xs[b] = z; }
         for (o = 0; o < rows; o += 2) dot2(o, X, Y); /* rows is even: every matrix of a Llama is */
         return Y;
       }
-      for (o = 0; o < rows; o += 2) mulRows(decode(o, w0), decode(o + 1, w1), X, T, cols, Y, rows, o);
+      for (o = 0; o < rows; o += 2) mulRows(decode(o, w0), decode(o + 1, w1),
+        X, T, cols, Y, rows, o);
       return Y;
     }
     /* the accelerator computes the rows in the file's order: output row o is stored row perm[o] */
     function reorder(Ys, T) {
       if (!perm) return Ys;
       var Y = new Float64Array(T * rows);
-      for (var t = 0; t < T; t++) for (var o = 0; o < rows; o++) Y[t * rows + o] = Ys[t * rows + perm[o]];
+      for (var t = 0; t < T; t++) for (var o = 0; o < rows;
+        o++) Y[t * rows + o] = Ys[t * rows + perm[o]];
       return Y;
     }
     return {
@@ -127,13 +136,17 @@ window.attnlibWeights = window.attnlibWeights || (function () {
   function mulRows(v, w, X, T, cols, Y, rows, o) {
     var t = 0, j;
     for (; t + 3 < T; t += 4) {
-      var a = t * cols, b = a + cols, c = b + cols, d = c + cols, s0 = 0, s1 = 0, s2 = 0, s3 = 0, u0 = 0, u1 = 0, u2 = 0, u3 = 0;
+      var a = t * cols, b = a + cols, c = b + cols, d = c + cols, s0 = 0, s1 = 0, s2 = 0, s3 = 0,
+        u0 = 0, u1 = 0, u2 = 0, u3 = 0;
       for (j = 0; j < cols; j++) {
         var p = v[j], q = w[j], xa = X[a + j], xb = X[b + j], xc = X[c + j], xd = X[d + j];
-        s0 += p * xa; s1 += p * xb; s2 += p * xc; s3 += p * xd; u0 += q * xa; u1 += q * xb; u2 += q * xc; u3 += q * xd;
+        s0 += p * xa; s1 += p * xb; s2 += p * xc; s3 += p * xd; u0 += q * xa; u1 += q * xb;
+        u2 += q * xc; u3 += q * xd;
       }
-      Y[t * rows + o] = s0; Y[(t + 1) * rows + o] = s1; Y[(t + 2) * rows + o] = s2; Y[(t + 3) * rows + o] = s3;
-      Y[t * rows + o + 1] = u0; Y[(t + 1) * rows + o + 1] = u1; Y[(t + 2) * rows + o + 1] = u2; Y[(t + 3) * rows + o + 1] = u3;
+      Y[t * rows + o] = s0; Y[(t + 1) * rows + o] = s1; Y[(t + 2) * rows + o] = s2;
+      Y[(t + 3) * rows + o] = s3;
+      Y[t * rows + o + 1] = u0; Y[(t + 1) * rows + o + 1] = u1; Y[(t + 2) * rows + o + 1] = u2;
+      Y[(t + 3) * rows + o + 1] = u3;
     }
     for (; t < T; t++) {
       var e = t * cols, s = 0, u = 0;
@@ -145,10 +158,12 @@ window.attnlibWeights = window.attnlibWeights || (function () {
   /* ------------------------------------------------------------------ Q8_0 */
   /* 34 bytes a block: d (float16), then 32 signed bytes q: w = d * q */
   function q8_0(bytes, offset, rows, cols, acc) {
-    if (cols % BLOCK || rows % 2) throw new Error("a Q8_0 matrix needs a width divisible by 32 and an even number of rows, got " + rows + " x " + cols);
+    if (cols % BLOCK || rows % 2) throw new Error("a Q8_0 matrix needs a width divisible by 32 " +
+      "and an even number of rows, got " + rows + " x " + cols);
     var nb = cols / BLOCK, per = 34 * nb, F = f16Table();
     var B = new Uint8Array(bytes.buffer, bytes.byteOffset + offset, rows * per);
-    var I = new Int8Array(bytes.buffer, bytes.byteOffset + offset, rows * per), w0 = new Float64Array(cols), w1 = new Float64Array(cols);
+    var I = new Int8Array(bytes.buffer, bytes.byteOffset + offset, rows * per),
+      w0 = new Float64Array(cols), w1 = new Float64Array(cols);
     function decode(o, out) {
       for (var b = 0, p = o * per; b < nb; b++, p += 34) {
         var d = F[B[p] | (B[p + 1] << 8)], i = b * BLOCK;
@@ -161,7 +176,8 @@ window.attnlibWeights = window.attnlibWeights || (function () {
       var s = 0, t = 0, p = o * per, r = p + per;
       for (var b = 0; b < nb; b++, p += 34, r += 34) {
         var i = b * BLOCK, a = 0, c = 0;
-        for (var j = 0; j < BLOCK; j++) { var xj = x[i + j]; a += I[p + 2 + j] * xj; c += I[r + 2 + j] * xj; }
+        for (var j = 0; j < BLOCK; j++) { var xj = x[i + j]; a += I[p + 2 + j] * xj;
+          c += I[r + 2 + j] * xj; }
         s += F[B[p] | (B[p + 1] << 8)] * a; t += F[B[r] | (B[r + 1] << 8)] * c;
       }
       Y[o] = s; Y[o + 1] = t;
@@ -170,7 +186,8 @@ window.attnlibWeights = window.attnlibWeights || (function () {
       if (acc) return acc.q8_0(bytes.byteOffset + offset, rows, cols, X, T);
       var Y = new Float64Array(T * rows), o;
       if (T === 1) { for (o = 0; o < rows; o += 2) dot2(o, X, Y); return Y; }
-      for (o = 0; o < rows; o += 2) mulRows(decode(o, w0), decode(o + 1, w1), X, T, cols, Y, rows, o);
+      for (o = 0; o < rows; o += 2) mulRows(decode(o, w0), decode(o + 1, w1),
+        X, T, cols, Y, rows, o);
       return Y;
     }
     return {
