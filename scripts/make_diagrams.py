@@ -1504,8 +1504,9 @@ def quantized_block() -> Svg:
     s = Svg("quantized_block", 700, 470,
             "Four-bit codes in blocks (Q4_1, 5 bits a weight with the scale and minimum), and "
             "LoRA adapters on a frozen 4-bit weight",
-            f"First panel: one block of weights (8 shown; Q4_1 uses 32) keeps its scale d = (max "
-            f"- min) / 15 = {d:.4f} and its minimum m = {lo}. Each weight becomes a 4-bit code q "
+            f"First panel: 8 made-up weights taken as one block (Q4_1's blocks hold 32) keep "
+            f"their scale d = (max "
+            f"- min) / 15 = {d:.4f} and their minimum m = {lo}. Each weight becomes a 4-bit code q "
             f"= round((w - m) / d), one of 16 levels from 0 to 15: {', '.join(map(str, q))}. "
             f"Reading it back gives d q + m, within half a step d / 2 of the original. A block "
             "of 32 takes 20 bytes: two float16 numbers and 32 four-bit codes, 5 bits per weight "
@@ -1515,7 +1516,7 @@ def quantized_block() -> Svg:
             "and B are trained, r (d_in + d_out) numbers instead of d_in d_out; B starts at zero, "
             "so training starts from the pre-trained layer.")
     s.text(175, 36, "4-bit codes, 5 bits a weight", size=16, weight="bold")
-    s.text(175, 56, "one block (8 of Q4\\_1's 32 weights shown)", size=13, color=MUTED)
+    s.text(175, 56, "8 made-up weights (a Q4\\_1 block holds 32)", size=13, color=MUTED)
     cell, x0 = 38, 23
     rows = [(76, "w", [f"{v:.2f}" for v in w], COLORS["X"][1]),
             (170, "q", [str(c) for c in q], None),
