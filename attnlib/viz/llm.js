@@ -164,8 +164,9 @@
         (timing.fetch / 1000).toFixed(1) + " s, header " +
         (timing.parse / 1000).toFixed(2) + " s): " + c.L + " layers, " + c.H +
           " query heads sharing " + c.G + " key/value heads, width " + c.C +
-        ", vocabulary " + c.V.toLocaleString("en") + ". Products in " + (timing.accel ===
-          "javascript" ? "plain JavaScript" : "WebAssembly SIMD") +
+        ", vocabulary " + c.V.toLocaleString("en") + ". Matrix products run in " +
+          (timing.accel === "javascript" ? "plain JavaScript" :
+          "WebAssembly (fast vector instructions)") +
         ". Layers and heads are counted from 0, as in chapter 16.");
       say("");
       function allOn() { var o = []; for (var l = 0; l < mw.config.L; l++) { o.push([]);

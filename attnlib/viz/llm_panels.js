@@ -96,8 +96,9 @@ window.attnlibLLMPanels = window.attnlibLLMPanels || function (api) {
   var G = { root: panel("attnlib-llm-gen", "Generate, one token at a time", "generate") };
   div("attnlib-lab-how", G.root, "Each step draws the next token from the probabilities shown " +
     "above (reshaped by temperature, top-k and " + "top-p; temperature 0 always takes the most " +
-    "likely) and feeds only that token through the model: every layer appends one key and " +
-    "one value row to the KV cache of your text, and the attention views above grow by one row.");
+    "likely) and feeds only that token through the model: every layer appends a key and a " +
+    "value for each of its " + c.G + " key/value heads to the KV cache of your text, and " +
+    "the attention views above grow by one row.");
   var Gctl = div("attnlib-controls", G.root), refused = div("attnlib-invalid-note", G.root);
   refused.style.display = "none";
   var sampling = {};
@@ -179,11 +180,12 @@ window.attnlibLLMPanels = window.attnlibLLMPanels || function (api) {
   /* ================================================================ the chat */
   var C = { root: panel("attnlib-llm-chat", "Chat with " + P.shortName, "chat"), cache: null,
     msgs: [], reply: [], busy: false };
-  div("attnlib-lab-how", C.root, "Your message goes into the model's own chat template (read " +
-    "from the file: " + (tok.hasChat ? "ChatML" : "not one the page can render") +
-    "), and the reply comes one token at a time with the sampling settings above. The KV cache " +
+  div("attnlib-lab-how", C.root, "Your message goes into the model's own chat template, " +
+    (tok.hasChat ? "the ChatML template (chapter 16)" : "one the page cannot render") +
+    ", and the reply comes one token at a time with the sampling settings above. The KV cache " +
       "of the conversation is kept, so a next turn " +
-    "feeds only its new tokens.");
+    "feeds only its new tokens; that cache is built with the heads switched off when the " +
+    "chat starts, so switching heads changes the chat only after \u201cnew chat\u201d.");
   var log = div("attnlib-llm-log", C.root), Cctl = div("attnlib-llm-ask", C.root);
   var ask = div("attnlib-llm-question", Cctl, undefined, "textarea");
   ask.rows = 2; ask.value = P.question; ask.setAttribute("aria-label", "your message");
