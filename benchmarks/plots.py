@@ -58,7 +58,7 @@ def models_plots(doc: dict, stem: Path) -> list[Path]:
     fig, ax = plt.subplots(figsize=(WIDTH, HEIGHT))
     x = list(range(len(runs)))
     w = 0.27
-    for i, (name, label, ratio) in enumerate((("HF transformers", "HF", lambda r: 1.0),
+    for i, (name, label, ratio) in enumerate((("HF transformers", "HF sdpa", lambda r: 1.0),
                                               ("attnlib", "attnlib", lambda r: r["attnlib_over_hf"]),
                                               ("HF, eager attention", "HF eager", lambda r: r["eager_over_sdpa"]))):
         ax.bar([j + (i - 1) * w for j in x], [ratio(r) for r in runs], w, color=COLOR[name], label=label)
@@ -90,7 +90,8 @@ def generation_plots(doc: dict, stem: Path) -> list[Path]:
     ax.set(xticks=x, xticklabels=[r["shape"] for r in runs], ylim=(0, top * 1.45),  # room for the legend above the bars
            ylabel="tokens/s / attnlib's without cache",
            title=f"Greedy decoding after a {runs[0]['prompt']}-token prompt")
-    ax.legend(loc="upper center", ncol=3)
+    # three short columns, clear of the frame and of the axes' right edge
+    ax.legend(loc="upper center", ncol=3, columnspacing=0.8, handlelength=1.2, borderaxespad=0.6)
     speed = _save(fig, stem.with_name(f"{stem.name}_generation_speed.svg"))
     fig, ax = plt.subplots(figsize=(WIDTH, HEIGHT))
     for r, style in zip(runs, ("-", "--")):
@@ -99,8 +100,8 @@ def generation_plots(doc: dict, stem: Path) -> list[Path]:
         middle = statistics.median(steps)
         ax.plot(range(1, len(steps) + 1), [v / middle for v in smooth], style, color=COLOR["attnlib"],
                 label=f"{r['shape']} (each point: median of {win} steps around it)")
-    ax.set(xlabel="new token", ylabel="step time / the call's median step", ylim=(0, 1.5),
-           title="attnlib: each cached decode step")
+    ax.set(xlabel="new token", ylabel="step time / the loop's median step", ylim=(0, 1.5),
+           title="attnlib's cached forward, a hand loop's steps")
     ax.legend(loc="lower right")
     return [speed, _save(fig, stem.with_name(f"{stem.name}_generation_steps.svg"))]
 

@@ -33,7 +33,7 @@ VERDICT = {True: "met", False: "**missed**", None: "n/a"}
 # The page's rule: a ratio of two times within TIE of 1 is a tie, whichever way a run leans (the
 # same code, run again, moved ratios by a few percent: benchmarks/README.md, 2026-12-05).
 TIE = 0.05
-# Hugging Face speed goals DESIGN.md dropped on 2026-12-03 (attnlib tok/s over HF's, per model),
+# Hugging Face speed goals the project's design notes dropped on 2026-12-03 (attnlib tok/s over HF's, per model),
 # now reported ratios: the page says whether the stored run would still miss them.
 FORMER_HF_GOALS = {"tiny": 1.8, "gpt2-small": 1.05}
 # The structure benchmark's yardstick, benchmarks.reference.functional_generate, was first named
@@ -218,12 +218,13 @@ def render_fwd_profile(doc: dict) -> str:
     big = lambda op: op in PRODUCT_OPS or "scaled_dot_product" in op  # noqa: E731
     total = {side: prof[side]["top"][0]["self_ms"] / prof[side]["top"][0]["share"] for side in prof}
     ours, theirs = ms("attnlib", lambda op: "gelu" in op), ms("hf_sdpa", lambda op: op in HF_GELU_OPS)
-    return (f"In the profiler's one forward of each ({run['shape']}, the ratio furthest from 1), the matrix "
+    return (f"on {run['shape']} (the ratio furthest from 1): the matrix "
             f"products and the attention kernel took {ms('attnlib', big):.1f} ms in attnlib and "
-            f"{ms('hf_sdpa', big):.1f} ms in HF; "
+            f"{ms('hf_sdpa', big):.1f} ms in HF; the whole forwards took "
+            f"{total['attnlib']:.1f} and {total['hf_sdpa']:.1f} ms. "
             f"GPT-2's GELU took {ours:.1f} ms as attnlib's one `aten::gelu` and {theirs:.1f} ms as HF's "
-            f"separate `tanh`, `pow` and `mul` calls (its `add` calls not counted); the whole forwards took "
-            f"{total['attnlib']:.1f} and {total['hf_sdpa']:.1f} ms. No run timed the GELU alone.")
+            f"separate `tanh`, `pow` and `mul` calls (its `add` calls not counted). "
+            "No run timed the GELU alone.")
 
 
 def render_generation(doc: dict) -> str:
@@ -260,11 +261,11 @@ def render_steps_figure(doc: dict) -> str:
     return ("```{figure} ../benchmarks/results/full_cpu_generation_steps.svg\n"
             ":alt: Each cached step's time over the loop's median step, linear axis, one line per model.\n"
             ":width: 480px\n\n"
-            f"A hand-written decode loop, run {STEP_RUNS} times: each step's median over the runs, smoothed "
+            f"attnlib's cached forward, called one decode step at a time by a hand-written loop (not "
+            f"`generate`), run {STEP_RUNS} times: each step's median over the runs, smoothed "
             f"over a window of neighbouring steps (an eighth of the new tokens). Its last window over its "
             f"first: {said(loop)} ({names}). The table's last column times instead one step at each window's "
-            f"middle cache length, alternating in paired rounds: {said(r['last_over_first_window'] for r in runs)}. "
-            "Why the two measures differ was not measured.\n"
+            f"middle cache length, alternating in paired rounds: {said(r['last_over_first_window'] for r in runs)}.\n"
             "```\n")
 
 
@@ -281,7 +282,7 @@ def render_memory_bound(doc: dict) -> str:
              r["prefill_gflops"], r["decode_gbs"], r["read_gbs"], r["lm_head_share"]]
             for r in doc["benchmarks"]["generation"]["runs"]]
     return _md_table(["model", "decode FLOP/byte", f"prefill FLOP/byte", "decode GFLOP/s", "prefill GFLOP/s",
-                      "decode GB/s (weights' bytes / step time)", "a plain sum's read GB/s",
+                      "decode GB/s (weights' bytes / step time)", "read GB/s of a sum over 256 MiB",
                       "LM head time / step time"], rows)
 
 
@@ -351,7 +352,7 @@ def _per_model(bench: str, key: str) -> Callable[[dict], str]:
 
 
 def render_former_hf_goals(doc: dict) -> str:
-    """attnlib / HF decode speed against the goals DESIGN.md dropped, and whether they would be met."""
+    """attnlib / HF decode speed against the goals dropped on 2026-12-03, and whether they would be met."""
     runs = [r for r in doc["benchmarks"]["generation"]["runs"] if r["shape"] in FORMER_HF_GOALS]
     said = [f"{r['attnlib_over_hf_tok_s']:.2f} against {FORMER_HF_GOALS[r['shape']]:g} ({r['shape']})"
             for r in runs]
@@ -401,6 +402,13 @@ def render_head_shares(doc: dict) -> str:
     return f"{of_bytes} of the weights' bytes ({names}) but {of_step} of a step: {said}"
 
 
+def render_uncached_tokens(doc: dict) -> str:
+    """The tokens a step without the cache feeds on average, for the tiny model: the prompt plus
+    half the new tokens ('about 160')."""
+    r = next(r for r in doc["benchmarks"]["generation"]["runs"] if r["shape"] == "tiny")
+    return f"about {round(r['prompt'] + r['new'] / 2)}"
+
+
 def render_compile_per_length(doc: dict) -> str:
     """What the growing-cache decode's count of new graphs says: one (or more) per new length,
     nearly one, or fewer."""
@@ -408,9 +416,11 @@ def render_compile_per_length(doc: dict) -> str:
     n, steps = run.get("graphs_compiled_growing"), run.get("growing_steps")
     if n is None:
         return "too few steps to tell"
-    if n >= steps:
-        return "at least one new graph for every new length"
-    return "a new graph for nearly every length" if n >= steps - 1 else "fewer graphs than lengths"
+    if n > steps:
+        return "more than one per step on average (the run stored the total only)"
+    if n == steps:
+        return "one per step on average (the run stored the total only)"
+    return "fewer graphs than steps"
 
 
 def render_fwd_attention_share(doc: dict) -> str:
@@ -540,7 +550,7 @@ def _chromium_head(name: str, env: dict, b: dict, rest: str) -> str:
     """The line above a headless-Chromium run's tables: the command, when, the machine, the browser
     (``rest`` goes on inside its parenthesis) and how long tasks waited for a CPU."""
     stall = b.get("cpu_stall")
-    said = "" if stall is None else f"; some task waited for a CPU {stall:.0%} of the time"
+    said = "" if stall is None else f"; some task waited for a CPU {f'{stall:.1%}'.replace('.0%', '%')} of the time"
     if stall is not None and stall > MAX_STALL:
         said += (f": **noisy** (over the {MAX_STALL:.0%} at which a Python round is dropped; "
                  "its clock times err on the slow side)")
@@ -678,7 +688,9 @@ def render_browser_decode(doc: dict) -> str:
     share = run["browser"]["file_bytes"] / run["python"]["weight_bytes"]
     n = run["python"]["threads"]
     threads = "both on one thread" if n == 1 else f"attnlib on {n} threads"
-    said = (f"in the browser run ({run['env']['utc'][:10]}, {_commit(run['env'])}), the page decoded {than} "
+    stall = run["browser"].get("cpu_stall")
+    noisy = ", a noisy run" if stall is not None and stall > MAX_STALL else ""
+    said = (f"in the browser run ({run['env']['utc'][:10]}, {_commit(run['env'])}{noisy}), the page decoded {than} "
             f"attnlib, timed right after it on the same machine: {_num(b)} against {_num(p)} tokens/s "
             f"({threads}), the page holding {share:.2f} of attnlib's weight bytes.")
     if b > p and not _tie(b / p):
@@ -688,10 +700,27 @@ def render_browser_decode(doc: dict) -> str:
                  "of a plain sum's rate.")
     row = (doc["benchmarks"].get("smollm2", {}).get("runs") or [None])[0]
     if row is not None:
-        said += (f" The full run ({doc['env']['utc'][:10]}, {_commit(doc['env'])}) measured attnlib at "
+        said += (f" The full run ({doc['env']['utc'][:10]}, {_commit(doc['env'])}{_gap(run['env'], doc['env'])}) "
+                 "measured attnlib at "
                  f"{_num(row['tokens_per_s']['attnlib_cache'])} tokens/s, its prefill included; the page was "
                  "not timed in that run, so the two runs' rates are not compared here.")
     return said
+
+
+def _gap(a: dict, b: dict) -> str:
+    """How many commits run b's code is ahead of run a's, from git where both commits are known
+    and git can count them ('', else)."""
+    import subprocess
+    ca, cb = (e.get("commit") or STORED_AT.get(e["utc"]) for e in (a, b))
+    if not (ca and cb):
+        return ""
+    try:
+        out = subprocess.run(["git", "rev-list", "--count", f"{ca}..{cb}"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    n = out.stdout.strip()
+    return f", {n} commits later" if out.returncode == 0 and n.isdigit() else ""
 
 
 def render_playground(doc: dict) -> str:
@@ -761,10 +790,11 @@ def render_structure_doc(run: dict) -> str:
              f"{r['nanogpt_over_loop']:.3f}", procs(r, "nanogpt_modules"),
              r["lines_per_step"]] for r in res["runs"]]
     table = _md_table(["model, prompt+new", "GPT.generate / loop time (median process)",
-                       "GPT.generate / loop, each process", "nanoGPT-style / loop time (same process)",
+                       "GPT.generate / loop, each process",
+                       "nanoGPT-style / loop time (in the process whose GPT.generate ratio is the median)",
                        "nanoGPT-style / loop, each process",
                        "attnlib lines per step"], rows)
-    return head + table + "\n" + _targets_md(res["targets"])
+    return head + table  # its targets are in the goals table above
 
 
 # SmolLM2 in headless Chromium beside attnlib in Python; every explorer's input-to-frame time
@@ -787,7 +817,7 @@ RENDER = {"structure": render_structure, "env": render_env, "targets": render_ta
           "gpt2_in_out_vs_hf_rounds": render_gpt2_in_out_vs_hf_rounds, "read_fraction": _over_models("generation", "fraction_of_read_rate"),
           "fwd_vs_hf": _per_model("models", "attnlib_over_hf"), "eager_extra": _per_model("models", "eager_over_sdpa"),
           "head_shares": render_head_shares, "last_first": _over_models("generation", "last_over_first_window"),
-          "compile_per_length": render_compile_per_length,
+          "compile_per_length": render_compile_per_length, "uncached_tokens": render_uncached_tokens,
           "fwd_attention_share": render_fwd_attention_share, "mask_peak": render_mask_peak,
           "compile_steps": render_compile_steps, "shapes": render_shapes,
           "attention_time_figure": render_attention_time_figure, "fwd_profile": render_fwd_profile,
