@@ -700,27 +700,11 @@ def render_browser_decode(doc: dict) -> str:
                  "of a plain sum's rate.")
     row = (doc["benchmarks"].get("smollm2", {}).get("runs") or [None])[0]
     if row is not None:
-        said += (f" The full run ({doc['env']['utc'][:10]}, {_commit(doc['env'])}{_gap(run['env'], doc['env'])}) "
+        said += (f" The full run ({doc['env']['utc'][:10]}, {_commit(doc['env'])}) "
                  "measured attnlib at "
                  f"{_num(row['tokens_per_s']['attnlib_cache'])} tokens/s, its prefill included; the page was "
                  "not timed in that run, so the two runs' rates are not compared here.")
     return said
-
-
-def _gap(a: dict, b: dict) -> str:
-    """How many commits run b's code is ahead of run a's, from git where both commits are known
-    and git can count them ('', else)."""
-    import subprocess
-    ca, cb = (e.get("commit") or STORED_AT.get(e["utc"]) for e in (a, b))
-    if not (ca and cb):
-        return ""
-    try:
-        out = subprocess.run(["git", "rev-list", "--count", f"{ca}..{cb}"], cwd=ROOT,
-                             capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    n = out.stdout.strip()
-    return f", {n} commits later" if out.returncode == 0 and n.isdigit() else ""
 
 
 def render_playground(doc: dict) -> str:
