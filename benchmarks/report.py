@@ -83,10 +83,11 @@ def _tied(x: float) -> object:
 
 
 def _verdict(t: dict) -> str:
-    """met / missed; a ratio goal of 1 (A no slower than B) decided inside the tie band says so."""
+    """met / missed; a ratio goal of 1 (A no slower than B) decided inside the tie band is a tie,
+    whichever way the run leaned (the page's rule, TIE)."""
     if t["met"] is not None and t["limit"] == 1 and isinstance(t["value"], float) \
             and not any(w in t["name"] for w in YES_NO) and _tie(t["value"]):
-        return f"{VERDICT[t['met']]}, but within the noise (a tie)"
+        return "a tie (within the noise)"
     return VERDICT[t["met"]]
 
 
@@ -264,7 +265,7 @@ def render_steps_figure(doc: dict) -> str:
             f"attnlib's cached forward, called one decode step at a time by a hand-written loop (not "
             f"`generate`), run {STEP_RUNS} times: each step's median over the runs, smoothed "
             f"over a window of neighbouring steps (an eighth of the new tokens). Its last window over its "
-            f"first: {said(loop)} ({names}). The table's last column times instead one step at each window's "
+            f"first: {said(loop)} ({names}). The table below, in its last column, times instead one step at each window's "
             f"middle cache length, alternating in paired rounds: {said(r['last_over_first_window'] for r in runs)}.\n"
             "```\n")
 
@@ -425,9 +426,13 @@ def render_compile_per_length(doc: dict) -> str:
 
 def render_fwd_attention_share(doc: dict) -> str:
     """The fused attention kernel's share of attnlib's forward time (profiler), over the models."""
-    shares = sorted(sum(op["share"] for op in r["profile"]["attnlib"]["top"] if "attention" in op["op"])
-                    for r in doc["benchmarks"]["models"]["runs"])
-    return f"{shares[0]:.0%} to {shares[-1]:.0%}"
+    runs = doc["benchmarks"]["models"]["runs"]
+    shares = sorted((sum(op["share"] for op in r["profile"]["attnlib"]["top"] if "attention" in op["op"]),
+                     r["shape"]) for r in runs)
+    (lo, lo_at), (hi, hi_at) = shares[0], shares[-1]
+    Ts = sorted({r["T"] for r in runs})
+    at = f"T = {Ts[0]}" if len(Ts) == 1 else f"T = {Ts[0]} to {Ts[-1]}"
+    return f"{lo:.0%} ({lo_at}) to {hi:.0%} ({hi_at}), at {at},"
 
 
 def render_mask_peak(doc: dict) -> str:
