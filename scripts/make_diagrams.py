@@ -635,7 +635,7 @@ def heads_split_merge() -> Svg:
         for h in range(H):
             s.cells(x0 + h * 66, y0, [[shade_of(t, h, c, out) for c in range(D)] for t in range(T)],
                     cell=cell)
-            s.text(x0 + h * 66 + cell, y0 + T * cell + 18, f"head {h + 1}", size=12, color=MUTED)
+            s.text(x0 + h * 66 + cell, y0 + T * cell + 18, f"head {h}", size=12, color=MUTED)
 
     qs = COLORS["Q"][0]
     s.text(170, 34, "split", size=17, weight="bold")
@@ -670,7 +670,7 @@ def heads_split_merge() -> Svg:
     s.text(510, 374, "(B, T, C): heads side by side", size=15)
     s.cells(446, 384, [[shade_of(t, c // D, c % D, out=True) for c in range(H * D)] for t in range(T)],
             cell=cell)
-    s.text(510, 452, "each token: [head 1 | head 2 | … | head H]", size=13, color=MUTED)
+    s.text(510, 452, "each token: [head 0 | head 1 | … | head H−1]", size=13, color=MUTED)
     s.arrow((510, 462), (510, 498))
     s.text(520, 485, "× W_O : (C, C)", size=14, anchor="start", color=MUTED)
     s.text(510, 520, "output (B, T, C)", size=15)
