@@ -136,8 +136,7 @@ def render_env(doc: dict) -> str:
     comps = _comparisons(doc)
     kept, total = sum(c["kept_rounds"] for c in comps), sum(len(c["rounds"]) for c in comps)
     rows = [
-        ["run", f"`python -m benchmarks --{s['mode']}` at {env['utc']} ({env['seconds']:.0f} s), "
-                f"{_commit(env)}"],
+        ["run", f"{env['utc'][:10]} (the whole run: {env['seconds']:.0f} s)"],
         ["machine", f"{env['device_name']}, {env['cpu_count']} cores; {env['threads']} thread(s) used"],
         ["software", f"torch {env['torch']}, transformers {env['transformers']}, Python {env['python']}"],
         ["rounds", f"{s['rounds']} per comparison; {kept} of {total} kept (CPU stall <= {s['max_stall']:.0%}); "
@@ -145,6 +144,13 @@ def render_env(doc: dict) -> str:
                    f"{s.get('min_clean', 3)} rounds kept"],
     ]
     return _md_table(["", ""], rows)
+
+
+def render_env_record(doc: dict) -> str:
+    """The command and the commit of the full run, for the developers' part (the learner's table,
+    ``render_env``, says when and where it ran)."""
+    env = doc["env"]
+    return f"{env['utc']}, {_commit(env)}"
 
 
 def _comparisons(doc: dict) -> list[dict]:
@@ -282,11 +288,13 @@ def render_steps_figure(doc: dict) -> str:
     return ("```{figure} ../benchmarks/results/full_cpu_generation_steps.svg\n"
             ":alt: Each cached step's time over the loop's median step, linear axis, one line per model.\n"
             ":width: 480px\n\n"
-            f"attnlib's cached forward, called one decode step at a time by a hand-written loop (not "
-            f"`generate`), run {STEP_RUNS} times: each step's median over the runs, smoothed "
-            f"over a window of neighbouring steps (an eighth of the new tokens). Its last window over its "
-            f"first: {said(loop)} ({names}). The table below, in its last column, times instead one step at each window's "
-            f"middle cache length, alternating in paired rounds: {said(r['last_over_first_window'] for r in runs)}.\n"
+            f"Each cached step's time, attnlib's forward called one decode step at a time by a hand-written "
+            f"loop (not `generate`): each step's median over {STEP_RUNS} runs, smoothed over a window of "
+            f"neighbouring steps (an eighth of the new tokens). Two measures of a step's growth: this "
+            f"figure's last window over its first ({said(loop)}; {names}) times the steps in the order they run, "
+            f"early ones first; the table's last column ({said(r['last_over_first_window'] for r in runs)}), "
+            f"which the per-token goal reads, times one step at each window's middle cache length, "
+            f"the two alternating in paired rounds. Why the two differ was not measured.\n"
             "```\n")
 
 
@@ -395,6 +403,31 @@ def render_gpt2_in_out_vs_hf_rounds(doc: dict) -> str:
     r = _round_ratios(_run(doc, "generation", "gpt2-small"), "hf_cache", "attnlib_in_out")
     m = statistics.median(r)
     return f"{m:.2f} ({'a tie; ' if _tie(m) else ''}rounds {min(r):.2f} to {max(r):.2f})"
+
+
+def render_tiny_loop_vs_hf(doc: dict) -> str:
+    """attnlib and the plain loop (benchmarks.reference) against HF on tiny, per-round medians
+    from the same rounds, and in how many rounds each was faster than HF."""
+    run = _run(doc, "generation", "tiny")
+    r = {v: _round_ratios(run, "hf_cache", v) for v in ("attnlib_cache", "functional")}
+    wins = {v: sum(x > 1 for x in xs) for v, xs in r.items()}
+    n = len(r["functional"])
+    said = (f"each faster in {wins['functional']} of {n} rounds" if len(set(wins.values())) == 1 else
+            f"faster in {wins['attnlib_cache']} and {wins['functional']} of {n} rounds")
+    return (f"{statistics.median(r['attnlib_cache']):.2f} and {statistics.median(r['functional']):.2f} "
+            f"times HF's speed ({said})")
+
+
+def render_tiny_vs_gpt2_bytes(doc: dict) -> str:
+    """How many times tiny's weight bytes a gpt2-small decode step reads."""
+    tiny, gpt2 = _run(doc, "generation", "tiny"), _run(doc, "generation", "gpt2-small")
+    return f"{gpt2['weight_bytes_per_token'] / tiny['weight_bytes_per_token']:.0f}"
+
+
+def render_gpt2_vs_hf(doc: dict) -> str:
+    """gpt2-small's attnlib / HF decode speed, said as a tie where it is one."""
+    x = _run(doc, "generation", "gpt2-small")["attnlib_over_hf_tok_s"]
+    return f"attnlib / HF is {x:.2f}" + (", a tie" if _tie(x) else "")
 
 
 def _over_models(bench: str, key: str) -> Callable[[dict], str]:
@@ -571,15 +604,18 @@ def _beside(value: object, limit: float) -> object:
     return value
 
 
-def _chromium_head(name: str, env: dict, b: dict, rest: str) -> str:
-    """The line above a headless-Chromium run's tables: the command, when, the machine, the browser
-    (``rest`` goes on inside its parenthesis) and how long tasks waited for a CPU."""
+def _chromium_head(name: str, env: dict, b: dict, rest: str, record: bool = True) -> str:
+    """The line above a headless-Chromium run's tables: the command and commit (``record``; else
+    only the day), the machine, the browser (``rest`` goes on inside its parenthesis) and how long
+    tasks waited for a CPU."""
     stall = b.get("cpu_stall")
     said = "" if stall is None else f"; some task waited for a CPU {f'{stall:.1%}'.replace('.0%', '%')} of the time"
     if stall is not None and stall > MAX_STALL:
         said += (f": **noisy** (over the {MAX_STALL:.0%} at which a Python round is dropped; "
                  "its clock times err on the slow side)")
-    return (f"`python -m benchmarks.{name}` at {env['utc']} ({_commit(env)}): {env['device_name']}, {env['cpu_count']} cores, "
+    run = (f"`python -m benchmarks.{name}` at {env['utc']} ({_commit(env)})" if record
+           else f"Run on {env['utc'][:10]}")
+    return (f"{run}: {env['device_name']}, {env['cpu_count']} cores, "
             f"Chromium {b['chromium']} (headless{rest}{said}.\n\n")
 
 
@@ -628,7 +664,7 @@ def render_browser_doc(run: dict) -> str:
     head = _chromium_head("smollm2_browser", env, b,
                           f"; products in {WASM_SIMD if b.get('accel') == 'wasm-simd' else 'JavaScript'}), "
                           f"torch {env['torch']}; the median of {run['settings']['rounds']} rounds, each a fresh page in "
-                          "the same tab process")
+                          "the same tab process", record=False)
     mb = lambda n: None if n is None else f"{n / 1e6:,.0f} MB"  # noqa: E731
     rounds = b.get("rounds", [])
     each = lambda key: [r.get(key) for r in rounds]  # noqa: E731
@@ -664,7 +700,13 @@ def render_browser_doc(run: dict) -> str:
     if first is not b and (b.get("tab_bytes") or 0) > first["tab_bytes"]:
         memory += (f"\nLater rounds reused that process, with the previous page's memory not yet freed "
                    f"(up to {mb(b['tab_bytes'])} in all).\n")
-    return head + table + "\n" + memory + "\n" + _targets_md(run["targets"])
+    return head + table + "\n" + memory  # its command, commit and goals: render_browser_record_doc
+
+
+def render_browser_record_doc(run: dict) -> str:
+    """The browser run's command, commit and goals, for the developers' part."""
+    return (f"`python -m benchmarks.smollm2_browser` at {run['env']['utc']}, {_commit(run['env'])}:\n\n"
+            + _targets_md(run["targets"]))
 
 
 def _days(a: str, b: str) -> int:
@@ -715,7 +757,7 @@ def render_browser_decode(doc: dict) -> str:
     threads = "both on one thread" if n == 1 else f"attnlib on {n} threads"
     stall = run["browser"].get("cpu_stall")
     noisy = ", a noisy run" if stall is not None and stall > MAX_STALL else ""
-    said = (f"in the browser run ({run['env']['utc'][:10]}, {_commit(run['env'])}{noisy}), the page decoded {than} "
+    said = (f"in the browser run ({run['env']['utc'][:10]}{noisy}), the page decoded {than} "
             f"attnlib, timed right after it on the same machine: {_num(b)} against {_num(p)} tokens/s "
             f"({threads}), the page holding {share:.2f} of attnlib's weight bytes.")
     if b > p and not _tie(b / p):
@@ -725,7 +767,7 @@ def render_browser_decode(doc: dict) -> str:
                  "of a plain sum's rate.")
     row = (doc["benchmarks"].get("smollm2", {}).get("runs") or [None])[0]
     if row is not None:
-        said += (f" The full run ({doc['env']['utc'][:10]}, {_commit(doc['env'])}) "
+        said += (f" The full run ({doc['env']['utc'][:10]}) "
                  "measured attnlib at "
                  f"{_num(row['tokens_per_s']['attnlib_cache'])} tokens/s, its prefill included; the page was "
                  "not timed in that run, so the two runs' rates are not compared here.")
@@ -808,6 +850,7 @@ def render_structure_doc(run: dict) -> str:
 
 # SmolLM2 in headless Chromium beside attnlib in Python; every explorer's input-to-frame time
 render_smollm2_browser = _own_json(BROWSER_JSON, "smollm2_browser", render_browser_doc)
+render_smollm2_browser_record = _own_json(BROWSER_JSON, "smollm2_browser", render_browser_record_doc)
 render_explorers = _own_json(EXPLORERS_JSON, "explorer_latency", render_explorers_doc)
 
 
@@ -816,6 +859,9 @@ RENDER = {"structure": render_structure, "env": render_env, "targets": render_ta
           "prefill_speed": render_prefill_speed, "layout": render_layout,
           "compiled": render_compiled,
           "smollm2": render_smollm2, "smollm2_browser": render_smollm2_browser,
+          "smollm2_browser_record": render_smollm2_browser_record, "env_record": render_env_record,
+          "tiny_loop_vs_hf": render_tiny_loop_vs_hf, "tiny_vs_gpt2_bytes": render_tiny_vs_gpt2_bytes,
+          "gpt2_vs_hf": render_gpt2_vs_hf,
           "playground": render_playground,
           "explorers": render_explorers, "chapters": render_chapters,
           "chapters_total": render_chapters_total, "gpu": render_gpu,

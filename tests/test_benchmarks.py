@@ -18,7 +18,7 @@ import torch
 import attnlib
 from benchmarks import harness
 from benchmarks.__main__ import SCHEMA, main, settings_for
-from benchmarks.report import _label, render_page
+from benchmarks.report import TIE, _label, render_page
 
 ROOT = Path(__file__).resolve().parents[1]
 STORED = ROOT / "benchmarks" / "results" / "full_cpu.json"  # the run the page shows
@@ -268,6 +268,10 @@ def test_stored_full_results_and_book_page_agree() -> None:
     for r in doc["benchmarks"]["models"]["runs"]:  # report.render_fwd_profile names these ops' times
         ops = {side: {op["op"] for op in r["profile"][side]["top"]} for side in ("attnlib", "hf_sdpa")}
         assert "aten::gelu" in ops["attnlib"] and {"aten::tanh", "aten::pow", "aten::mul"} <= ops["hf_sdpa"], ops
+    # "Why attnlib decodes tiny faster than HF ...": faster beyond the tie band, the plain loop too,
+    # and gpt2-small's step reads more weight bytes (benchmarks.report.render_tiny_loop_vs_hf)
+    assert tiny["attnlib_over_hf_tok_s"] > 1 + TIE and tiny["functional_over_hf_tok_s"] > 1 + TIE
+    assert gpt2["weight_bytes_per_token"] > tiny["weight_bytes_per_token"]
     recomputed = tiny["prompt"] + tiny["new"] / 2  # tokens a step without the cache runs, on average
     assert tiny["cache_speedup"] < recomputed / 10, "the cache's gain stays far below the tokens recomputed"
     # the research log (benchmarks/README.md) holds the history the page no longer tells
@@ -313,7 +317,7 @@ def test_cli_smoke_on_cuda(tmp_path: Path) -> None:
 def test_stored_browser_run_is_consistent_and_on_the_page() -> None:
     """The SmolLM2-in-the-browser run (benchmarks/smollm2_browser.py) the page shows: medians of its
     rounds, targets with their verdicts, the page's tokens equal to attnlib's, the file's size."""
-    from benchmarks.report import BROWSER_JSON, render_browser_doc
+    from benchmarks.report import BROWSER_JSON, render_browser_doc, render_browser_record_doc
     from benchmarks.smollm2_browser import SCHEMA as BROWSER_SCHEMA
 
     run = json.loads(BROWSER_JSON.read_text())
@@ -329,7 +333,12 @@ def test_stored_browser_run_is_consistent_and_on_the_page() -> None:
     assert p["load_s"] > b["load_s"], "Python loads more slowly (it dequantizes every weight)"
     names = [t["name"] for t in run["targets"]]
     assert {"browser: load (fetch + parse), s", "browser: decode, tokens/s"} <= set(names)
-    assert render_browser_doc(run) in PAGE.read_text(), "run `python -m benchmarks.report`"
+    page = PAGE.read_text()
+    assert render_browser_doc(run) in page, "run `python -m benchmarks.report`"
+    # its command, commit and goals are in the developers' part, not beside the learner's tables
+    learner, developers = page.split("## For developers")
+    assert render_browser_record_doc(run) in developers and "| target |" not in render_browser_doc(run)
+    assert "python -m" not in learner and "commit `" not in learner, "plumbing belongs to 'For developers'"
     # The sentence under it (benchmarks.report.render_browser_decode) compares the page with attnlib
     # within this run only and words itself from the numbers; the full run's rate stands apart.
     # "Later rounds reused that process, with the previous page's memory not yet freed"
@@ -338,7 +347,7 @@ def test_stored_browser_run_is_consistent_and_on_the_page() -> None:
 
 
 def test_browser_report_renders_a_run() -> None:
-    from benchmarks.report import MAX_STALL, render_browser_doc
+    from benchmarks.report import MAX_STALL, render_browser_doc, render_browser_record_doc
 
     rnd = {"load_s": 2.0, "fetch_s": 1.0, "parse_s": 1.0, "answers": [0.5], "prefill32_s": 1.5,
            "decode_tok_s": 9.0}
@@ -351,7 +360,7 @@ def test_browser_report_renders_a_run() -> None:
            "targets": [{"name": "browser: decode, tokens/s", "value": 9.0, "op": ">=", "limit": 5.0, "met": True}]}
     out = render_browser_doc(run)
     assert "| decode: 32 tokens after the prefill, tokens/s | 9 | - | 20 | - |" in out
-    assert "5%" in out and "noisy" not in out and "| met |" in out
+    assert "5%" in out and "noisy" not in out and "| met |" in render_browser_record_doc(run)
     assert "98 MB (the GGUF file)" in out and "540 MB (float32)" in out
     assert "120 ms wait for typing to pause included" in out  # attnlib/viz/llm.js's pause, which the page's answer includes
     run["browser"]["cpu_stall"] = 0.15  # over the limit at which harness.compare drops a round
