@@ -1,5 +1,11 @@
 """The glossary and the reference list stay connected to the chapters.
 
+- the glossary is one Sphinx `{glossary}` directive, so every term gets an anchor of its own
+  (`glossary.html#term-KV-cache`) and pages can link it with the `{term}` role; a term is plain
+  ASCII text, so its anchor is predictable, and no two terms share one (Sphinx would number the
+  second, and the number would move whenever an entry is added);
+- every `{term}` role and every link to a glossary anchor, on a book page or in a chapter, names
+  an entry that exists;
 - every glossary entry links to a chapter or page that exists (and, where a link names an anchor,
   to a heading with that slug); a chapter that CONTRIBUTING.md plans but that is not written yet is
   reported by a skip, never silently accepted;
@@ -40,20 +46,83 @@ CITATIONS = [
 # --- helpers (pure functions, so the self-test below can feed them broken input) ------------------
 
 
+GLOSSARY = re.compile(r"^```\{glossary\}\n(.*?)^```$", re.M | re.S)
+TERM_ROLE = re.compile(r"\{term\}`([^`]*)`")
+GLOSSARY_LINK = re.compile(r"\]\((?:[^)\s]*/)?glossary\.(?:md|html)#([^)\s]*)\)")
+
+
+def glossary_items(text: str) -> list[tuple[list[str], str]]:
+    """The page's one `{glossary}` directive -> [(terms, definition)], read as Sphinx reads it:
+    one or more unindented term lines, then the indented definition; a blank line ends an entry.
+    Nothing but the title and prose lines may stand outside the directive (a definition list
+    there would render without anchors)."""
+    blocks = GLOSSARY.findall(text)
+    assert len(blocks) == 1, f"{len(blocks)} {{glossary}} directives: the glossary must be one"
+    outside = GLOSSARY.sub("", text)
+    stray = [l for l in outside.splitlines() if l.startswith((": ", "  ")) and l.strip()]
+    assert not stray, f"definition-list lines outside the {{glossary}} directive: {stray[:3]}"
+    items: list[tuple[list[str], str]] = []
+    in_definition = False
+    for line in blocks[0].splitlines():
+        if not line.strip():
+            continue
+        if not line[0].isspace():
+            if in_definition or not items:
+                items.append(([], ""))
+                in_definition = False
+            items[-1][0].append(line.strip())
+        else:
+            assert items, f"a definition with no term before it: {line[:40]!r}"
+            in_definition = True
+            items[-1] = (items[-1][0], items[-1][1] + line.strip() + "\n")
+    return items
+
+
 def glossary_entries(text: str) -> dict[str, str]:
-    """MyST definition list -> {term: definition text}."""
-    entries: dict[str, str] = {}
-    term = None
-    for line in text.splitlines():
-        if line.startswith(": "):
-            assert term is not None, f"a definition with no term before it: {line[:40]!r}"
-            entries[term] += line[2:] + "\n"
-        elif line.startswith("  ") and term is not None and line.strip():
-            entries[term] += line.strip() + "\n"
-        elif line.strip() and not line.startswith("#"):
-            term = line.strip()
-            entries[term] = ""
-    return {t: d for t, d in entries.items() if d}
+    """{the entry's terms joined by " / ": definition text}, for every entry with a definition."""
+    return {" / ".join(terms): body for terms, body in glossary_items(text) if body}
+
+
+def glossary_terms(text: str) -> list[str]:
+    return [term for terms, _ in glossary_items(text) for term in terms]
+
+
+def term_anchor(term: str) -> str:
+    """The id Sphinx gives a glossary term: sphinx.util.nodes.make_id(env, doc, "term", term),
+    i.e. _make_id("term-" + term) (case kept; runs of other characters than letters, digits,
+    "." and "_" -> "-"; none at the end), for a plain ASCII term."""
+    anchor = re.sub(r"[^a-zA-Z0-9._]+", "-", " ".join(f"term-{term}".split()))
+    return re.sub(r"^[-0-9._]+|-+$", "", anchor)
+
+
+def anchor_problems(text: str) -> list[str]:
+    """Terms whose anchor is not predictable or not unique."""
+    problems, seen = [], {}
+    for term in glossary_terms(text):
+        if not term.isascii() or re.search(r"[$`*\[\]<>\\]", term):
+            problems.append(f"{term!r}: a term is plain ASCII text (markup or math changes its anchor)")
+        anchor = term_anchor(term)
+        if anchor == "term" or anchor.lower() in seen:
+            problems.append(f"{term!r}: anchor {anchor!r} is not its own (also {seen.get(anchor.lower())!r})")
+        seen[anchor.lower()] = term
+    return problems
+
+
+def glossary_reference_problems(sources: dict[str, str], glossary: str) -> list[str]:
+    """`{term}` roles and links to glossary anchors that name no entry."""
+    terms = {t.lower() for t in glossary_terms(glossary)}
+    anchors = {term_anchor(t) for t in glossary_terms(glossary)}
+    problems = []
+    for name, text in sources.items():
+        for role in TERM_ROLE.findall(text):
+            m = re.fullmatch(r"(.*?)\s*<([^<>]+)>", role)
+            target = (m[2] if m else role).strip()
+            if target.lower() not in terms:
+                problems.append(f"{name}: {{term}}`{role}` names no glossary entry")
+        for anchor in GLOSSARY_LINK.findall(text):
+            if anchor not in anchors:
+                problems.append(f"{name}: glossary link #{anchor} names no entry's anchor")
+    return problems
 
 
 def slug(heading: str) -> str:
@@ -154,8 +223,35 @@ def test_glossary_entries_link_to_existing_chapters():
         pytest.skip(f"links to planned chapters not written yet: {pending}")
 
 
+def test_every_glossary_entry_has_its_own_anchor():
+    text = (BOOK / "glossary.md").read_text(encoding="utf-8")
+    items = glossary_items(text)
+    assert len(items) >= 80, f"only {len(items)} glossary entries parsed: is it still one {{glossary}}?"
+    assert all(terms and body for terms, body in items), "an entry without terms or definition"
+    assert anchor_problems(text) == [], "\n".join(anchor_problems(text))
+    # the anchors pages link: they must not move
+    for term, anchor in (("KV cache", "term-KV-cache"), ("Kernel", "term-Kernel"),
+                         ("Grouped-query attention (GQA)", "term-Grouped-query-attention-GQA"),
+                         ("LLM.int8()", "term-LLM.int8"), ("Q4_1", "term-Q4_1")):
+        assert term in glossary_terms(text) and term_anchor(term) == anchor, (term, anchor)
+
+
+def test_term_anchor_is_sphinxs():
+    """term_anchor copies Sphinx's rule; if Sphinx changes it, the anchors move: fail here."""
+    nodes = pytest.importorskip("sphinx.util.nodes")
+    for term in glossary_terms((BOOK / "glossary.md").read_text(encoding="utf-8")):
+        assert term_anchor(term) == nodes._make_id(f"term-{term}"), term
+
+
+def test_links_to_glossary_entries_name_existing_entries():
+    sources = markdown_sources()
+    sources["glossary.md"] = (BOOK / "glossary.md").read_text(encoding="utf-8")
+    problems = glossary_reference_problems(sources, sources["glossary.md"])
+    assert problems == [], "\n".join(problems)
+
+
 def test_glossary_has_the_required_terms():
-    terms = [t.lower() for t in glossary_entries((BOOK / "glossary.md").read_text(encoding="utf-8"))]
+    terms = [t.lower() for t in glossary_terms((BOOK / "glossary.md").read_text(encoding="utf-8"))]
     absent = [r for r in REQUIRED_TERMS if not any(r.lower() in t for t in terms)]
     assert absent == [], f"glossary lacks entries for {absent}"
 
@@ -170,12 +266,23 @@ def test_every_cited_paper_is_in_the_references():
 def test_the_checks_catch_broken_input(tmp_path):
     """Each check above fails on input that breaks its rule."""
     (tmp_path / "page.md").write_text("# Page\n\n## Real heading\n")
-    glossary = ("# Glossary\n\nGood\n: fine ([p](page.md#real-heading)).\n\n"
-                "Unlinked\n: no link here.\n\nDangling\n: see [x](nowhere.md).\n\n"
-                "Bad anchor\n: see [p](page.md#no-such-heading).\n\n"
-                "Outside\n: see [w](https://example.org).\n")
+    glossary = ("# Glossary\n\nIntro.\n\n```{glossary}\nGood\nAlso good\n  fine\n"
+                "  ([p](page.md#real-heading)).\n\n"
+                "Unlinked\n  no link here.\n\nDangling\n  see [x](nowhere.md).\n\n"
+                "Bad anchor\n  see [p](page.md#no-such-heading).\n\n"
+                "Outside\n  see [w](https://example.org).\n```\n")
     entries = glossary_entries(glossary)
-    assert set(entries) == {"Good", "Unlinked", "Dangling", "Bad anchor", "Outside"}
+    assert set(entries) == {"Good / Also good", "Unlinked", "Dangling", "Bad anchor", "Outside"}
+    assert anchor_problems(glossary) == []
+    assert term_anchor("Also good") == "term-Also-good"
+    assert len(anchor_problems(glossary.replace("Also good", "good"))) == 1   # same anchor, but case
+    assert len(anchor_problems(glossary.replace("Also good", "Batch ($B$)"))) == 1
+    with pytest.raises(AssertionError, match="outside"):
+        glossary_items(glossary + "\nLate\n: a definition list after the directive.\n")
+    refs = {"p.md": "{term}`good`, {term}`the good <Also good>`, [g](glossary.md#term-Good), "
+                    "{term}`nothing`, [g](../book/glossary.md#term-Nothing), [g](glossary.md)"}
+    assert [p.split(": ", 1)[1] for p in glossary_reference_problems(refs, glossary)] == [
+        "{term}`nothing` names no glossary entry", "glossary link #term-Nothing names no entry's anchor"]
     problems, pending = link_problems(entries, tmp_path, set())
     assert sorted(p.split("'")[1] for p in problems) == ["Bad anchor", "Dangling", "Outside", "Unlinked"]
     assert pending == []
