@@ -109,3 +109,17 @@ def test_the_example_check_cell_is_chapter_4s() -> None:
     assert cell["metadata"]["jupyter"] == {"source_hidden": True, "outputs_hidden": True}
     quoted = re.search(r"\(`(mask none: weights, largest gap [^`]+)`\)", page).group(1)
     assert quoted in "".join(cell["outputs"][0]["text"])
+
+
+def test_checking_page_keeps_contributor_material_last() -> None:
+    """checking.md is a learner's page: test file names, the comparison's masks and the steps of
+    `make test` belong to its last part, "For contributors" (details in CONTRIBUTING.md), not to
+    the prose above it (a command to copy, in a code block, may name a file)."""
+    page = (ROOT / "book" / "checking.md").read_text()
+    learner, heading, contributors = page.partition("\n## For contributors")
+    assert heading and "\n## " not in contributors, "'For contributors' must be the last section"
+    assert contributors.split("\n\n")[1].startswith("Learners can stop above.")
+    prose = re.sub(r"^```.*?^```", "", learner, flags=re.M | re.S)
+    named = re.findall(r"tests/\w+\.py|conftest\.py|nbval_sanitize|run_tests\.py|"
+                       r"importorskip|notebooks-default", prose)
+    assert not named, f"contributor material above 'For contributors': {named}"
