@@ -100,10 +100,33 @@ def test_the_still_picture_shows_what_the_lab_would(smollm2):
                                                {"sentence": "s", "text": repeat, "off": [(18, 6)], "show": (18, 6)},
                                                {"sentence": "t", "show": (18, 8)}])
     assert "the lab's second experiment" in lab.still and "layer 18, head 6" in lab.still
-    assert "6 of the text's tokens repeat an earlier token. At all 6," in lab.still
+    # the labels show "The" twice: the second is " The", another token; the caption says so
+    assert ("Of the text's 17 tokens, 7 look like an earlier one in the labels; 6 of them are the "
+            "same token again (\u201c zebra\u201d, \u201c sang\u201d, \u201c violet\u201d, "
+            "\u201c songs\u201d, \u201c to\u201d, \u201c a\u201d).") in lab.still
+    assert ("\u201c The\u201d (token 10, counting from 0) only looks like \u201cThe\u201d (token "
+            "0): it begins with a space, which the labels do not show, so it is another token. "
+            "At all 6 repeats,") in lab.still
     assert "\u201c cobalt\u201d 0.42" in lab.still
     bar = re.search(r'<g class="attnlib-colorbar">(.*?)</g>', lab.still).group(1)  # the colour bar
     assert bar.count("<rect") == 32 and "attention weight" in lab.still
+
+
+def test_the_stills_caption_counts_what_its_labels_show():
+    """A label that looks like an earlier one is a repeat or another token, and the caption says
+    which, and why the two look alike (labels do not show the spaces at a token's ends)."""
+    from attnlib.viz.llm import _repeats_caption
+
+    said = _repeats_caption([1, 2, 3, 1, 4], ["x", "b", "y", "x", " b"], {3: 1}, 1)
+    assert said.startswith("Of the text's 5 tokens, 2 look like an earlier one in the labels; "
+                           "1 of them is the same token again (\u201cx\u201d).")
+    assert ("\u201c b\u201d (token 4, counting from 0) only looks like \u201cb\u201d (token 1): "
+            "it begins with a space") in said and "At this repeat," in said
+    said = _repeats_caption([1, 2, 3], ["b ", "c", "b"], {}, 0)
+    assert "the earlier one ends with whitespace" in said and "nothing to copy" in said
+    said = _repeats_caption([1, 2, 3], ["b", "c", "b"], {}, 0)
+    assert "different token ids with the same text" in said
+    assert "No token comes twice" in _repeats_caption([1, 2], ["a", "b"], {}, 0)
 
 
 def test_smollm2_lab_page_output_is_current(smollm2):

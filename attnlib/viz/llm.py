@@ -70,6 +70,53 @@ def _experiments(experiments: Any) -> list[dict[str, Any]]:
     return out
 
 
+def _quoted(tokens: Sequence[str]) -> str:
+    return ", ".join(f"\u201c{html.escape(t)}\u201d" for t in tokens)
+
+
+def _repeats_caption(ids: Sequence[int], labels: Sequence[str], repeats: Mapping[int, int],
+                     copied: int) -> str:
+    """The still's sentence on repeated tokens, counting what its labels show. A label that looks
+    like one at least two places earlier (the same text without the spaces at its ends, which a
+    label does not show) is the same token again, a repeat, or another token, named with what
+    tells them apart."""
+    alike = {i: j for i in range(len(ids)) for j in range(i - 1)  # i -> its last look-alike
+             if ids[j] == ids[i] or labels[j].strip() == labels[i].strip() != ""}
+    if not alike:
+        return "No token comes twice in this text, so an induction head has nothing to copy"
+    n = len(repeats)
+    what = (f"Of the text's {len(ids)} tokens, {len(alike)} "
+            f"{'looks' if len(alike) == 1 else 'look'} like an earlier one in the labels")
+    if n:
+        some = (("it is" if n == 1 else "all of them are") if n == len(alike)
+                else f"{n} of them {'is' if n == 1 else 'are'}")
+        what += (f"; {some} the same token again ("
+                 f"{_quoted([labels[i] for i in sorted(repeats)])})")
+    for i in (i for i in alike if i not in repeats):
+        a, b = labels[alike[i]], labels[i]
+        if a == b:  # two ids that decode to the same text
+            why = "the two are different token ids with the same text, so"
+        elif a.lstrip() == b.lstrip():  # they differ at the start
+            who = "it" if len(b) > len(a) else "the earlier one"
+            space = "a space" if max(a, b, key=len).startswith(" ") else "whitespace"
+            why = f"{who} begins with {space}, which the labels do not show, so"
+        elif a.rstrip() == b.rstrip():
+            who = "it" if len(b) > len(a) else "the earlier one"
+            why = f"{who} ends with whitespace, which the labels do not show, so"
+        else:
+            why = "the two differ in whitespace, which the labels do not show, so"
+        what += (f". \u201c{html.escape(b)}\u201d (token {i}, counting from 0) only looks like "
+                 f"\u201c{html.escape(a)}\u201d (token {alike[i]}): {why} it is another token")
+    if n:
+        at = (("this repeat" if n == 1 else f"all {n} repeats") if copied == n
+              else f"{copied} of the {n} repeat{'s' if n > 1 else ''}")
+        what += (f". At {at}, the head's largest weight goes to the token that came "
+                 f"right after the earlier copy: what an induction head does (chapter 16)")
+    else:
+        what += ". No token comes twice, so an induction head has nothing to copy"
+    return what
+
+
 def _still(model: Any, tok: Any, text: str, where: str, layer: int, head: int,
            palette: str) -> str:
     """What the lab would show, for hosts that run no scripts: one head's attention over a text
@@ -95,14 +142,7 @@ def _still(model: Any, tok: Any, text: str, where: str, layer: int, head: int,
     top = torch.topk(probs, 5)
     nxt = ", ".join(f"\u201c{html.escape(tok.decode([int(i)]))}\u201d {float(p):.2f}"
                     for p, i in zip(top.values, top.indices))
-    if repeats:
-        n = len(repeats)
-        at = f"all {n}" if copied == n else f"{copied} of these {n}"
-        what = (f"{n} of the text's tokens repeat an earlier token. At {at}, the head's largest "
-                f"weight goes to the token that came right after the earlier copy: what an "
-                f"induction head does (chapter 16)")
-    else:
-        what = "No token comes twice in this text, so an induction head has nothing to copy"
+    what = _repeats_caption(ids, labels, repeats, copied)
     return (f"<p style='margin:6px 0'>The attention of {name} over \u201c{html.escape(text)}"
             f"\u201d ({where}), with every head on: each row is a query, each column a key, "
             f"the colour the weight. {what}.</p>{svg}"
