@@ -544,22 +544,21 @@ def render_chapters(doc: dict) -> str:
 
 
 def render_chapters_total(doc: dict) -> str:
-    """One phrase for a sentence: the slowest recorded notebook and the total, with the machine."""
+    """One phrase for a sentence: the fastest and slowest timed notebook, the sum, the machine."""
     if not NOTEBOOK_TIMES.exists():
         return "(no execution times recorded: run `python scripts/execute_notebooks.py`)"
     times = json.loads(NOTEBOOK_TIMES.read_text())
+    seconds = [t["seconds"] for t in times.values()]
     slowest = max(times, key=lambda name: times[name]["seconds"])
-    cores = sorted({t["cores"] for t in times.values()})
-    total = sum(t["seconds"] for t in times.values())
+    cores = "/".join(map(str, sorted({t["cores"] for t in times.values()})))
+    cpus = "/".join(sorted({t["cpu"].replace("_", "-") for t in times.values()}))
     pages = {"playground.ipynb": "the Playground", "smollm2_lab.ipynb": "the SmolLM2 lab"}
     chapters = sum(name[:2].isdigit() for name in times)
     what = ", ".join([f"{chapters} chapters"] + [pages.get(n, f"`{n}`") for n in times
                                                 if not n[:2].isdigit()])
-    days = sorted({t["utc"][:10] for t in times.values()})
-    when = days[0] if len(days) == 1 else f"each timed once, {days[0]} to {days[-1]}"
-    return (f"at most {times[slowest]['seconds']:.0f} s on {'/'.join(map(str, cores))} cores "
-            f"(the slowest, `{slowest}`); all {len(times)} recorded notebooks ({what}) "
-            f"together take {total:.0f} s ({when})")
+    return (f"{min(seconds):.0f} to {max(seconds):.0f} s each on a {cores}-core {cpus} machine "
+            f"(the slowest, `{slowest}`); the times of all {len(times)} ({what}) add up to "
+            f"{sum(seconds):.0f} s")
 
 
 def render_gpu(doc: dict) -> str:
