@@ -61,10 +61,12 @@ def test_shape_reference_table_matches_attnlib():
     actual = {
         "token ids": tuple(ids.shape),
         "token representations (after embedding, and between blocks)": tuple(x.shape),
+        "$Q$, $K$, $V$ before splitting into heads ($XW_Q$, $XW_K$, $XW_V$)":
+            tuple(mha.v_proj(x).shape),
         "$Q$, $K$, $V$ after splitting into heads": tuple(q.shape),
-        "attention scores $QK^\\top / \\sqrt{d_k}$ (here $d_k = D$)": tuple(w.shape),
-        "attention weights (softmax of the scores)": tuple(out.attentions[0].shape),
-        "per-head weighted values (weights $\\times V$)": tuple(per_head.shape),
+        "scores $S = QK^\\top / \\sqrt{d_k}$ (here $d_k = D$)": tuple(w.shape),
+        "weights $A$ (softmax of the scores)": tuple(out.attentions[0].shape),
+        "per-head outputs $O = AV$": tuple(per_head.shape),
         "heads concatenated again (then the output projection $W_O$)": tuple(y.shape),
         "feed-forward output": tuple(y.shape),
         "vocabulary logits": tuple(out.logits.shape),
@@ -94,7 +96,7 @@ def test_worked_cases_and_defaults():
     minilm = json.loads(config.read_text())
     assert (minilm["hidden_size"], minilm["num_attention_heads"]) == (384, 12)
     assert minilm["hidden_size"] // minilm["num_attention_heads"] == 32
-    assert "$12$ heads, so its heads are $D = 32$ wide" in text.replace("\n", " ")
+    assert "$H = 12$, so its heads are $D = 32$ wide" in text.replace("\n", " ")
     cfg = attnlib.TransformerConfig(vocab_size=10, d_model=16, n_heads=2, n_layers=1)
     assert cfg.d_ff == 4 * 16, "notation.md says d_ff defaults to 4C"
     # mask polarity: True = may attend; a causal query never sees the future
@@ -125,3 +127,21 @@ def test_pages_have_one_title(name):
     prose = re.sub(r"^```.*?^```", "", page(name), flags=re.M | re.S)  # a shell comment is no title
     titles = re.findall(r"^# \S", prose, re.M)
     assert len(titles) == 1, f"{name}: {len(titles)} top-level titles"
+
+
+def test_split_and_merge_lines_of_the_notation_page():
+    """The page's split and merge lines round-trip and equal attnlib's merge; the `.view` it warns
+    against raises."""
+    text = page("notation.md")
+    split = re.search(r"`(q\.view\(B, T, H, D\)\.transpose\(1, 2\))  # \(B, H, T, D\)`", text)[1]
+    merge = re.search(r"`(o\.transpose\(1, 2\)\.flatten\(2\))  # \(B, T, C\)`", text)[1]
+    B, T, H, D = 2, 5, 3, 4
+    q = torch.randn(B, T, H * D)
+    o = eval(split, {"q": q, "B": B, "T": T, "H": H, "D": D})
+    assert o.shape == (B, H, T, D)
+    assert torch.equal(eval(merge, {"o": o}), q)  # merging undoes splitting
+    out = torch.randn(B, H, T, D)  # what attention returns: contiguous in (B, H, T, D)
+    assert torch.equal(eval(merge, {"o": out}),
+                       attnlib.MultiHeadAttention(H * D, H).merge_heads(out))
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        out.transpose(1, 2).view(B, T, H * D)
