@@ -692,7 +692,9 @@ def render_browser_doc(run: dict) -> str:
         ["the model's weights", f"{mb(b['file_bytes'])} (the GGUF file)",
          p.get("weight_bytes") and f"{mb(p['weight_bytes'])} (float32)"],
         ["the tab's memory that no other process shares", mb(first["tab_bytes"]), "-"],
-        ["of which loading the model added", mb(first["tab_added_bytes"]), "-"],
+        # measured after the load, the three typed answers and the 32-token run, not after the load
+        ["of which added since before the click (load, answers, 32-token run)",
+         mb(first["tab_added_bytes"]), "-"],
     ] + [[f"in the tab, {what}", mb(first[key]), "-"] for key, what in
          (("js_heap_bytes", "the JavaScript heap"), ("wasm_memory_bytes", "the WebAssembly memory"))
          if first.get(key)])
