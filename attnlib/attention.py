@@ -157,8 +157,11 @@ def check_backend(backend: Any, need_weights: bool) -> None:
         raise ValueError(f"unknown backend {backend!r}; choose one of "
                          f"{', '.join(map(repr, BACKENDS))}")
     if backend == "sdpa" and need_weights:
+        # the message's first 55 characters are printed by chapter 17: keep them
         raise ValueError("backend='sdpa' cannot return weights (the fused kernel never forms "
-                         "them); use backend='math' or 'auto' with need_weights=True")
+                         "them, and F.scaled_dot_product_attention returns only the output "
+                         "whichever kernel runs); use backend='math' or 'auto' with "
+                         "need_weights=True")
 
 
 def _check_tensor(name: str, t: Any) -> None:
