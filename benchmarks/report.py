@@ -288,7 +288,7 @@ def render_steps_figure(doc: dict) -> str:
     return ("```{figure} ../benchmarks/results/full_cpu_generation_steps.svg\n"
             ":alt: Each cached step's time over the loop's median step, linear axis, one line per model.\n"
             ":width: 480px\n\n"
-            f"Each cached step's time, attnlib's forward called one decode step at a time by a hand-written "
+            f"Each cached step's time, attnlib's forward called one {{term}}`decode` step at a time by a hand-written "
             f"loop (not `generate`): each step's median over {STEP_RUNS} runs, smoothed over a window of "
             f"neighbouring steps (an eighth of the new tokens). Two measures of a step's growth: this "
             f"figure's last window over its first ({said(loop)}; {names}) times the steps in the order they run, "
@@ -565,7 +565,7 @@ def render_gpu(doc: dict) -> str:
     """The GPU run written by ``benchmarks/gpu_run.sh`` (its own JSON), or a note that none ran yet."""
     if not GPU_JSON.exists():
         return ("*No GPU run is stored yet.* On a CUDA machine, `bash benchmarks/gpu_run.sh` runs the GPU tests "
-                "and these benchmarks in bfloat16 and stores one (`--dry-run` tries its steps on a CPU).\n")
+                "and these benchmarks in {term}`bfloat16` and stores one (`--dry-run` tries its steps on a CPU).\n")
     return render_gpu_doc(json.loads(GPU_JSON.read_text()))
 
 
