@@ -55,6 +55,14 @@
    notebook keeps its widget for JupyterLab and Colab. A page left with no widget view drops the
    widget state and the widget manager (html-manager/embed.js, 1.9 MB, and its shim); a page
    with a live widget keeps them.
+11. ``register_glossary_anchors``: a chapter cannot use the ``{term}`` role (JupyterLab and Colab
+   show it as raw text), so it links a glossary entry with a plain markdown link,
+   ``[KV cache](../book/glossary.md#term-KV-cache)``, which JupyterLab opens as a relative link.
+   MyST resolves the ``#fragment`` of such a link only among the target page's heading slugs and
+   fails the build (-W) on any other id ("local id not found"). When a page with a
+   ``{glossary}`` directive is read, each term's id (``term-KV-cache``, as Sphinx makes it) is
+   registered beside those slugs, so the link resolves to ``glossary.html#term-KV-cache``; a
+   fragment that names no term still fails the build.
 """
 from __future__ import annotations
 
@@ -64,6 +72,7 @@ import re
 from pathlib import Path
 
 from docutils import nodes
+from sphinx import addnodes
 from sphinx.transforms import SphinxTransform
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util.osutil import relative_uri
@@ -90,6 +99,22 @@ def check_notebook(app, docname: str, source: list) -> None:
     for index, err in error_outputs(nb):
         logger.warning("notebook has a stored error output in cell %d: %s", index, err,
                        location=docname, type="attnlib", subtype="error_output")
+
+
+def register_glossary_anchors(app, doctree) -> None:
+    """Register the ids of a page's glossary terms as MyST link targets (11. above).
+
+    MyST keeps a page's heading slugs in ``env.metadata[docname]["myst_slugs"]``, slug ->
+    (line, id, title), and resolves ``page.md#slug`` only among them; a term's id is added with
+    the term as its title. Runs at doctree-read, in the process that read the page, before the
+    environment is merged, so it is parallel-safe."""
+    terms = [t for g in doctree.findall(addnodes.glossary) for t in g.findall(nodes.term)]
+    if not terms:
+        return
+    slugs = app.env.metadata[app.env.docname].setdefault("myst_slugs", {})
+    for term in terms:
+        for node_id in term["ids"]:
+            slugs.setdefault(node_id, (term.line, node_id, term.astext()))
 
 
 def _is_thebe(asset) -> bool:
@@ -678,6 +703,7 @@ def setup(app):
     app.connect("build-finished", write_icons_css)
     app.connect("builder-inited", add_template_filters)
     app.connect("source-read", check_notebook)
+    app.connect("doctree-read", register_glossary_anchors)
     app.connect("html-page-context", drop_thebe_assets, priority=900)
     app.connect("html-page-context", compact_widget_assets, priority=900)
     app.connect("html-page-context", drop_unused_widget_manager, priority=901)

@@ -103,6 +103,49 @@ def test_a_stored_error_output_fails_the_build(tmp_path):
     assert good.returncode == 0, (good.stdout + good.stderr)[-3000:]
 
 
+def test_a_chapter_links_glossary_entries_by_their_anchors(tmp_path):
+    """A chapter's markdown link to a glossary term's id (`glossary.md#term-Good-term`, the form
+    JupyterLab follows) resolves in the book, through book_checks.register_glossary_anchors;
+    a link to an id that no term has still fails the build, naming that id only."""
+    fine = {"output_type": "stream", "name": "stdout", "text": "ok\n"}
+    book = _tiny_book(tmp_path, [fine])
+    (book / "glossary.md").write_text("# Glossary\n\n```{glossary}\nGood term\n  Defined.\n```\n")
+    (book / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: chapter\n"
+                                   "  - file: glossary\n")
+    nb = nbformat.read(book / "chapter.ipynb", as_version=4)
+    nb.cells[0].source = "# Chapter\n\nA [good term](glossary.md#term-Good-term)."
+    nbformat.write(nb, book / "chapter.ipynb")
+    good = _build(book)
+    assert good.returncode == 0, (good.stdout + good.stderr)[-3000:]
+    html = (book / "_build" / "html" / "chapter.html").read_text(encoding="utf-8")
+    assert 'href="glossary.html#term-Good-term"' in html
+    assert 'id="term-Good-term"' in (book / "_build" / "html" / "glossary.html").read_text()
+
+    nb.cells[0].source += " A [typo](glossary.md#term-Good-trem)."
+    nbformat.write(nb, book / "chapter.ipynb")
+    bad = _build(book)
+    log = bad.stdout + bad.stderr
+    assert bad.returncode != 0, "a link to a glossary id that no term has built without error"
+    assert "local id not found" in log and "'term-Good-trem'" in log, log[-3000:]
+    assert "'term-Good-term'" not in log, log[-3000:]
+
+
+def test_links_to_glossary_entries_resolve_in_the_built_book(html_dir):
+    """Every link of every built page to glossary.html#id names an id of the built glossary
+    ({term} roles on book pages, markdown links in chapters)."""
+    glossary = html_dir / "book" / "glossary.html"
+    ids = set(re.findall(r'\bid="([^"]+)"', glossary.read_text(encoding="utf-8")))
+    links, broken = 0, []
+    for page in sorted(html_dir.rglob("*.html")):
+        for target, anchor in re.findall(r'href="([^"#]*glossary\.html)#([^"]*)"',
+                                         page.read_text(encoding="utf-8")):
+            links += 1
+            if (page.parent / target).resolve() != glossary.resolve() or anchor not in ids:
+                broken.append(f"{page.relative_to(html_dir)}: {target}#{anchor}")
+    print(f"{links} links to glossary entries, {len(broken)} broken")
+    assert links >= 20 and broken == [], broken
+
+
 def test_launch_buttons_use_the_one_repository_url(html_dir):
     """The Colab button of every chapter points at _config.yml's repository and branch; there is no
     Binder button (the book has no Binder setup, and its first cell installs only on Colab)."""

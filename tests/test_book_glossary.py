@@ -6,6 +6,11 @@
   second, and the number would move whenever an entry is added);
 - every `{term}` role and every link to a glossary anchor, on a book page or in a chapter, names
   an entry that exists;
+- a chapter links an entry as `[text](../book/glossary.md#term-KV-cache)` (JupyterLab shows a
+  `{term}` role as raw text and has no glossary.html beside the notebook), never the glossary's top
+  with an entry's name as its text; the build resolves such an anchor because
+  scripts/book_checks.py registers the glossary's term ids (`register_glossary_anchors`, checked
+  here on a small doctree; tests/test_book_build.py builds a book with one);
 - every glossary entry links to a chapter or page that exists (and, where a link names an anchor,
   to a heading with that slug); a chapter that CONTRIBUTING.md plans but that is not written yet is
   reported by a skip, never silently accepted;
@@ -122,6 +127,37 @@ def glossary_reference_problems(sources: dict[str, str], glossary: str) -> list[
         for anchor in GLOSSARY_LINK.findall(text):
             if anchor not in anchors:
                 problems.append(f"{name}: glossary link #{anchor} names no entry's anchor")
+    return problems
+
+
+CHAPTER_LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]*glossary\.(?:md|html)[^)\s]*)\)")
+CHAPTER_GLOSSARY = "../book/glossary.md"  # the glossary, relative to notebooks/
+
+
+def names_an_entry(text: str, terms: list[str]) -> bool:
+    """Whether a link's text is an entry's name: a term, or its part before " (", in the singular
+    or plural ("kernel", "KV caches", "LoRA" for "LoRA (low-rank adaptation)")."""
+    names = {n.lower() for t in terms for n in (t, t.split(" (")[0])}
+    text = " ".join(text.lower().split())
+    return any(form in names for form in (text, text.removesuffix("s"), text.removesuffix("es")))
+
+
+def chapter_link_problems(chapters: dict[str, str], glossary: str) -> list[str]:
+    """Glossary links in chapters' markdown that would not work in both JupyterLab and the book:
+    a `{term}` role, a link to anything but ../book/glossary.md, or a link to the glossary's top
+    whose text names an entry (it should link the entry's anchor)."""
+    terms = glossary_terms(glossary)
+    problems = []
+    for name, text in chapters.items():
+        for role in TERM_ROLE.findall(text):
+            problems.append(f"{name}: {{term}}`{role}` shows as raw text in JupyterLab: "
+                            f"link {CHAPTER_GLOSSARY}#term-...")
+        for label, target in CHAPTER_LINK.findall(text):
+            path, _, anchor = target.partition("#")
+            if path != CHAPTER_GLOSSARY:
+                problems.append(f"{name}: [{label}]({target}): a chapter links {CHAPTER_GLOSSARY}")
+            elif not anchor and names_an_entry(label, terms):
+                problems.append(f"{name}: [{label}]({target}) names an entry: link its anchor")
     return problems
 
 
@@ -250,6 +286,53 @@ def test_links_to_glossary_entries_name_existing_entries():
     assert problems == [], "\n".join(problems)
 
 
+def test_chapters_link_glossary_entries_by_their_anchors():
+    glossary = (BOOK / "glossary.md").read_text(encoding="utf-8")
+    sources = markdown_sources()
+    chapters = {p.name: sources[p.name] for p in NOTEBOOKS}
+    problems = chapter_link_problems(chapters, glossary)
+    assert problems == [], "\n".join(problems)
+    linked = [a for text in chapters.values() for a in GLOSSARY_LINK.findall(text) if a]
+    print(f"{len(linked)} links from chapters to glossary entries: {sorted(set(linked))}")
+
+
+def test_the_build_registers_glossary_anchors_for_markdown_links():
+    """register_glossary_anchors adds each glossary term's id to the page's MyST slugs (which a
+    `page.md#id` link is resolved against), keeps the heading slugs, and leaves other pages alone."""
+    pytest.importorskip("sphinx")
+    from collections import defaultdict
+    from types import SimpleNamespace
+
+    from docutils import nodes
+    from docutils.utils import new_document
+    from sphinx import addnodes
+
+    import sys
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from book_checks import register_glossary_anchors
+
+    def page(*term_ids):
+        doc = new_document("page")
+        items = []
+        for term_id in term_ids:
+            term = nodes.term("", term_id.removeprefix("term-"), ids=[term_id])
+            items.append(nodes.definition_list_item("", term, nodes.definition()))
+        if term_ids:
+            doc += addnodes.glossary("", nodes.definition_list("", *items))
+        return doc
+
+    metadata = defaultdict(dict)
+    metadata["book/glossary"]["myst_slugs"] = {"glossary": (1, "glossary", "Glossary")}
+    app = SimpleNamespace(env=SimpleNamespace(docname="book/glossary", metadata=metadata))
+    register_glossary_anchors(app, page("term-KV-cache", "term-Q4_1"))
+    slugs = metadata["book/glossary"]["myst_slugs"]
+    assert set(slugs) == {"glossary", "term-KV-cache", "term-Q4_1"}
+    assert slugs["term-KV-cache"][1:] == ("term-KV-cache", "KV-cache")
+    app.env.docname = "book/intro"
+    register_glossary_anchors(app, page())
+    assert "myst_slugs" not in metadata["book/intro"]
+
+
 def test_glossary_has_the_required_terms():
     terms = [t.lower() for t in glossary_terms((BOOK / "glossary.md").read_text(encoding="utf-8"))]
     absent = [r for r in REQUIRED_TERMS if not any(r.lower() in t for t in terms)]
@@ -283,6 +366,19 @@ def test_the_checks_catch_broken_input(tmp_path):
                     "{term}`nothing`, [g](../book/glossary.md#term-Nothing), [g](glossary.md)"}
     assert [p.split(": ", 1)[1] for p in glossary_reference_problems(refs, glossary)] == [
         "{term}`nothing` names no glossary entry", "glossary link #term-Nothing names no entry's anchor"]
+    chapters = {"c.ipynb": "[kernels](../book/glossary.md), [g](../book/glossary.md#term-Good), "
+                           "[the glossary](../book/glossary.md), {term}`good`, "
+                           "[g](glossary.md#term-Good), [g](../book/glossary.html#term-Good)"}
+    found = [p.split(": ", 1)[1] for p in
+             chapter_link_problems(chapters, glossary.replace("Unlinked", "Kernel"))]
+    assert [f[:28] for f in found] == [  # roles first, then links in the page's order
+        "{term}`good` shows as raw te", "[kernels](../book/glossary.m", "[g](glossary.md#term-Good): ",
+        "[g](../book/glossary.html#te"], found
+    assert found[1].endswith("names an entry: link its anchor"), found[1]
+    assert len(chapter_link_problems(chapters, glossary)) == 3   # no entry "Kernel": top is fine
+    assert chapter_link_problems({"c.ipynb": "[g](../book/glossary.md#term-Good), "
+                                             "[the glossary](../book/glossary.md)"}, glossary) == []
+    assert names_an_entry("Good", ["Good (g)"]) and not names_an_entry("the glossary", ["Good"])
     problems, pending = link_problems(entries, tmp_path, set())
     assert sorted(p.split("'")[1] for p in problems) == ["Bad anchor", "Dangling", "Outside", "Unlinked"]
     assert pending == []
