@@ -1171,11 +1171,12 @@ def gqa_heads() -> Svg:
     s = Svg("gqa_heads", 700, 470,
             "Multi-head, grouped-query and multi-query attention: query heads share key/value "
             "heads",
-            "Three layers with H = 4 query heads each. Multi-head attention: G = 4 key/value "
-            "heads, one per query head. Grouped-query attention: G = 2, query heads 0 and 1 read "
-            "key/value head 0, heads 2 and 3 read key/value head 1 (head h reads h // (H/G)). "
+            "One attention layer three ways, each with H = 4 query heads. Multi-head attention: "
+            "G = 4 key/value heads, one per query head. Grouped-query attention: G = 2, query "
+            "heads 0 and 1 read key/value head 0, heads 2 and 3 read key/value head 1 (head h "
+            "reads h // (H/G)). "
             "Multi-query attention: G = 1, all four query heads read the one key/value head. The "
-            "KV cache stores only the key/value heads: 2 x L x B x T x G x D x bytes per number, "
+            "KV cache stores only the key/value heads: 2 x L x B x t x G x D x bytes per number, "
             "so it shrinks by H/G: 1, 1/2 and 1/4 of multi-head attention. Example: Llama-3-8B "
             "at 8,192 tokens in 16-bit, 4 GiB with 32 key/value heads, 1 GiB with its G = 8.")
     cols = [(120, "multi-head (MHA)", 4), (350, "grouped-query (GQA)", 2),
@@ -1207,8 +1208,8 @@ def gqa_heads() -> Svg:
         s.text(cx, 328, f"× {frac} of MHA (H/G = {H // G})", size=13, color=MUTED)
     s.raw(f'<line x1="235" y1="24" x2="235" y2="336" stroke="{CARD_EDGE}" stroke-width="1.5"/>')
     s.raw(f'<line x1="465" y1="24" x2="465" y2="336" stroke="{CARD_EDGE}" stroke-width="1.5"/>')
-    s.text(350, 372, "cache bytes = 2 · L · B · T · G · D · bytes per number", size=17)
-    s.text(350, 396, "2: keys and values; L layers, B sequences, T tokens, G key/value heads "
+    s.text(350, 372, "cache bytes = 2 · L · B · t · G · D · bytes per number", size=17)
+    s.text(350, 396, "2: keys and values; L layers, B sequences, t tokens, G key/value heads "
            "of width D", size=13, color=MUTED)
     s.text(350, 426, "query head h reads key/value head h // (H/G); the model keeps H attention "
            "patterns", size=13, color=MUTED)
