@@ -1695,7 +1695,7 @@ def gpt_shapes() -> Svg:
             "attention (Q, K, V of shape (B, H, T, D), weights (B, H, T, T)), added to the "
             "residual stream; then LayerNorm and the feed-forward network (hidden width d_ff), "
             "added to the stream; each block returns (B, T, C). A final LayerNorm and the LM head, "
-            "a C to vocab projection, give logits (B, T, vocab): one score per vocabulary entry at "
+            "a C to |V| projection, give logits (B, T, |V|): one score per vocabulary entry at "
             "every position. Attention communicates between positions, the FFN computes within "
             "each position.")
     cx, stream = 185, "#767676"
@@ -1733,10 +1733,10 @@ def gpt_shapes() -> Svg:
     s.arrow((cx, y), (cx, bottom + 24))
     s.box(cx, bottom + 26, 150, 30, "N", "final LayerNorm", size=14)
     s.arrow((cx, bottom + 58), (cx, bottom + 76))
-    s.box(cx, bottom + 78, 250, 50, "W", "LM head: C → vocab", "logits (B, T, vocab)", size=15)
+    s.box(cx, bottom + 78, 250, 50, "W", "LM head: C → |V|", "logits (B, T, |V|)", size=15)
     # notes beside the parts they explain
-    notes = [(36, ["B batch, T tokens, C = d_{model},", "H heads, D = C/H, vocab entries"]),
-             (82, ["a (vocab, C) table: one row per", "token id, plus its position's vector"]),
+    notes = [(36, ["B batch, T tokens, C = d_{model},", "H heads, D = C/H, |V| vocab entries"]),
+             (82, ["a (|V|, C) table: one row per", "token id, plus its position's vector"]),
              (attn_mid - 10, ["attention: communication", "between positions (along T)"]),
              (attn_mid + 92, ["residual stream (grey): each", "sublayer adds to it, so every",
                               "block keeps (B, T, C)"]),
