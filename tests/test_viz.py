@@ -416,6 +416,20 @@ def test_explorer_carries_a_still_picture_of_its_first_state():
     assert "&lt;b&gt;" in svg and "<b>" not in svg  # token text escaped
 
 
+
+def test_vector_explorer_still_has_one_score_column_when_not_scaled():
+    """Unscaled, q.k and the "scaled" score are the same numbers: the still table shows them
+    once (chapter 3), and scaled it shows both (chapter 4)."""
+    q, K = [2.0, 0.5], [[2.0, 0.2], [0.2, 2.0]]
+    for scale, heads in ((False, ["key", "k", "q\u00b7k (not scaled)", "weight"]),
+                         (True, ["key", "k", "q\u00b7k", "\u00f7\u221a2", "weight"])):
+        html = viz.vector_explorer(q, K, key_tokens=["a", "b"], scale=scale).to_html()
+        still = re.search(r'<div class="attnlib-noscript">(.*?)</div>', html, re.S).group(1)
+        assert re.findall(r"<th>(.*?)</th>", still) == heads, scale
+        first = re.findall(r"<tr><td>a</td>(.*?)</tr>", still)[0]
+        assert re.findall(r"<td>(.*?)</td>", first)[1] == "4.100"  # q . k_a
+        assert len(re.findall(r"<td>", first)) == len(heads) - 1
+
 def test_explorer_still_picture_is_left_out_when_too_large():
     from attnlib.viz._static import MAX_CELLS
 

@@ -74,14 +74,17 @@ def _still(st: dict[str, Any], digits: int, title: str) -> str:
     f = lambda x: f"{x:.{digits}f}".replace("-0.000", "0.000")  # noqa: E731
     vec = lambda xs: "[" + ", ".join(f"{x:g}" for x in xs) + "]"  # noqa: E731
     d = len(st["q"])
-    scaled = f"\u00f7\u221a{d}" if st["scale"] else "not scaled"
+    # unscaled, the scaled column would repeat q.k: one column, named as such
+    scaled = f"<th>\u00f7\u221a{d}</th>" if st["scale"] else ""
+    dot = "q\u00b7k" if st["scale"] else "q\u00b7k (not scaled)"
     head = ("<tr><th>key</th><th>k</th>" + ("<th>v</th>" if st["V"] is not None else "")
-            + f"<th>q\u00b7k</th><th>{scaled}</th><th>weight</th></tr>")
+            + f"<th>{dot}</th>{scaled}<th>weight</th></tr>")
     rows = "".join(
         f"<tr><td>{html.escape(t)}</td><td>{vec(k)}</td>"
         + (f"<td>{vec(st['V'][j])}</td>" if st["V"] is not None else "")
-        + f"<td>{f(n['dot'][j])}</td><td>{f(n['scaled'][j])}</td>"
-          f"<td>{f(n['weight'][j])}</td></tr>"
+        + f"<td>{f(n['dot'][j])}</td>"
+        + (f"<td>{f(n['scaled'][j])}</td>" if st["scale"] else "")
+        + f"<td>{f(n['weight'][j])}</td></tr>"
         for j, (t, k) in enumerate(zip(st["keys"], st["K"])))
     out = (f"<p style='margin:4px 0 0'>output o = [{', '.join(f(x) for x in n['out'])}]</p>"
            if st["V"] is not None else "")
