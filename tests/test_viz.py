@@ -74,6 +74,23 @@ def test_heatmap_masked_cells_do_not_crash_and_are_masked():
     assert "-\u221e" in [t.get_text() for t in ax.texts]
 
 
+def test_heatmap_blocked_cells_are_hatched_and_keep_their_value():
+    causal = torch.ones(3, 3, dtype=torch.bool).tril()
+    w = torch.softmax(torch.randn(3, 3).masked_fill(~causal, float("-inf")), -1)
+    ax = viz.heatmap(w, list("abc"), blocked=~causal)
+    data = ax.images[0].get_array()
+    assert np.array_equal(np.ma.getmaskarray(data), ~np.tri(3, dtype=bool))
+    assert any(p.get_hatch() for p in ax.patches)
+    texts = ax.texts
+    assert [t.get_text() for t in texts] == [f"{v:.2f}" for v in w.flatten().tolist()]
+    plated = [t.get_bbox_patch() is not None for t in texts]
+    assert plated == (~causal).flatten().tolist()  # the value on a plate where hatched
+    # without blocked= (the default), the same weights draw as before: nothing hatched
+    plain = viz.heatmap(w, list("abc"))
+    assert not np.ma.getmaskarray(plain.images[0].get_array()).any()
+    assert all(t.get_bbox_patch() is None for t in plain.texts)
+
+
 def test_heatmap_signed_data_gets_diverging_symmetric_scale():
     x = torch.tensor([[-2.0, 1.0], [0.5, 0.0]])
     ax = viz.heatmap(x, ["a", "b"], vmin=None, vmax=None)

@@ -55,7 +55,7 @@ def heatmap(weights: Any, row_tokens: Optional[Sequence[Any]] = None,
             vmax: Optional[float] = 1.0, annotate: Optional[bool] = None,
             colorbar_label: str = "attention weight", xlabel: str = "key",
             ylabel: str = "query", digits: int = 2, colorbar: bool = True,
-            figsize: Optional[tuple[float, float]] = None) -> Axes:
+            figsize: Optional[tuple[float, float]] = None, blocked: Any = None) -> Axes:
     """Draw a (Tq, Tk) matrix as a heatmap with query tokens down the side and key tokens
     along the bottom.
 
@@ -73,6 +73,9 @@ def heatmap(weights: Any, row_tokens: Optional[Sequence[Any]] = None,
         annotate: write each value in its cell; default when both sides have at most 10 tokens.
         colorbar_label: the colour bar's label (the weight scale).
         xlabel, ylabel: axis names; digits: decimals of the annotations.
+        blocked: optional (Tq, Tk) bool matrix, True = a masked (query, key) pair: drawn
+            hatched like a ``-inf`` score, with its value (a blocked weight: 0) still written
+            in it on a white plate. ``None`` (the default) hatches only ``-inf`` / NaN cells.
     Returns:
         The matplotlib ``Axes`` (``ax.figure`` is the figure; close it after showing).
     """
@@ -88,6 +91,7 @@ def heatmap(weights: Any, row_tokens: Optional[Sequence[Any]] = None,
         raise ValueError(f"heatmap needs a non-empty matrix; it has an empty axis: "
                          f"shape {tuple(arr.shape)}")
     check_limits(vmin, vmax)
+    hide = np.zeros(arr.shape, dtype=bool) if blocked is None else _blocked(blocked, arr.shape)
     both_given = vmin is not None and vmax is not None
     rows = check_tokens(row_tokens, n_rows, "row_tokens", "rows (queries)")
     if col_tokens is None and row_tokens is not None and n_rows == n_cols:
@@ -114,6 +118,7 @@ def heatmap(weights: Any, row_tokens: Optional[Sequence[Any]] = None,
         _, ax = plt.subplots(figsize=figsize)  # no layout engine: callers may still tight_layout()
 
     masked = ~np.isfinite(arr) & ~np.isposinf(arr)  # -inf and NaN are "no score"; +inf is just big
+    masked |= hide  # blocked pairs: hatched whatever their value
     shown = np.ma.masked_array(np.where(np.isposinf(arr), vmax, arr), mask=masked)
     # bad (masked) cells transparent: the hatched patch underneath shows through
     colormap = plt.get_cmap(cmap).with_extremes(bad=(0, 0, 0, 0))
@@ -149,10 +154,26 @@ def heatmap(weights: Any, row_tokens: Optional[Sequence[Any]] = None,
                     text, colour = f"{v:.{digits}f}", "white" if dark else "black"
                 else:
                     text, colour = ("-\u221e" if v < 0 else "+\u221e" if v > 0 else "NaN"), "0.25"
+                plate = {}
+                if hide[i, j] and np.isfinite(v):  # a value on the hatch: black on white
+                    colour, plate = "black", {"bbox": dict(facecolor="white", edgecolor="none",
+                                                           pad=1.0)}
                 # 9.5-10 pt: still ~9 px when a 5-inch figure is shown on a phone's column
                 ax.text(j, i, text, ha="center", va="center", color=colour,
-                        fontsize=9.5 if max(n_rows, n_cols) > 6 else 10)
+                        fontsize=9.5 if max(n_rows, n_cols) > 6 else 10, **plate)
     return ax
+
+
+def _blocked(blocked: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """``blocked`` checked: a bool matrix of the weights' shape."""
+    arr = np.asarray(blocked.detach().cpu() if hasattr(blocked, "detach") else blocked)
+    if arr.dtype != np.bool_:
+        raise TypeError(f"blocked must be a bool matrix (True = a masked pair), got "
+                        f"dtype {getattr(blocked, 'dtype', arr.dtype)}")
+    if arr.shape != tuple(shape):
+        raise ValueError(f"blocked must have the weights' shape {tuple(shape)}, got "
+                         f"{tuple(arr.shape)}")
+    return arr
 
 
 # ------------------------------------------------------------------------- exporting figures
