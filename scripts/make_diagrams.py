@@ -368,9 +368,9 @@ def tokenize_pipeline() -> Svg:
     s.text(mid, 186, "the piece's id in the vocabulary", size=14, color=MUTED, halo=True)
     s.text(mid, 256, "row E[id] of the embedding table E: (vocab, C)", size=14, color=MUTED,
            halo=True)
-    s.text(350, 440, "T = 6 tokens: ids (T,) → token vectors (T, C); a batch: (B, T) → (B, T, C)",
-           size=15)
-    s.text(350, 464, "C numbers per token (8 drawn; 384 in this model)", size=14, color=MUTED)
+    s.text(350, 440, "T = 6 tokens: ids (T,) → token vectors (T, C)", size=15)
+    s.text(350, 464, "C numbers per token, the model's width (8 drawn; 384 in this model)",
+           size=14, color=MUTED)
     return s
 
 
