@@ -1030,24 +1030,25 @@ def teacher_forcing_cross() -> Svg:
     gx, gy, gc = 350, 410, 15
     s.text(gx + 5.5 * gc, 380, "weights (B, H, T, S)", size=14)
     s.text(gx + 5.5 * gc, 398, "= (1, 4, 11, 11)", size=13, color=MUTED)
-    # where the trained model puts its weight (the chapter checks these blocks)
+    # where the task points: the source character each output copies, or the month letters
+    # (a schematic, not measured; the chapter measures where the trained model looks)
     hot = {(t, 7 + t) for t in range(4)} | {(5, j) for j in (3, 4, 5)} | \
           {(6, j) for j in (3, 4, 5)} | {(8, 0), (9, 1)}
     fills = [[shade(COLORS["A"][0], 0.85 if (t, j) in hot else 0.18) for j in range(11)]
              for t in range(11)]
     s.cells(gx, gy, fills, cell=gc, stroke="#ffffff")
     for t in range(11):
-        s.text(gx - 5, gy + t * gc + 12, reads[t] if t else "bos", size=11, anchor="end",
-               color=MUTED)
+        label = f"{reads[t] if t else 'bos'}→{writes[t] if t < 10 else 'eos'}"
+        s.text(gx - 5, gy + t * gc + 12, label, size=11, anchor="end", color=MUTED)
     for j in range(11):
         s.text(gx + j * gc + gc / 2, gy + 11 * gc + 14, "␣" if src[j] == " " else src[j],
                size=11, color=MUTED)
-    s.arrow((240, 413), (gx - 34, 436), color=COLORS["Q"][0], width=2)
-    s.arrow((240, 489), (gx - 34, 500), color=COLORS["K"][0], width=2)
-    s.text(gx + 5.5 * gc, gy + 11 * gc + 32, "rows: target T = 11; columns: source S = 11",
+    s.arrow((240, 413), (gx - 40, 436), color=COLORS["Q"][0], width=2)
+    s.arrow((240, 489), (gx - 40, 500), color=COLORS["K"][0], width=2)
+    s.text(gx + 5.5 * gc, gy + 11 * gc + 32, "rows: reads→writes, T = 11; columns: S = 11",
            size=12, color=MUTED)
     notes = ["no causal mask: every row", "may read the whole source", "",
-             "dark: where the trained", "model looks (year, month,", "day; the chapter checks it)"]
+             "dark: where the task", "points: a schematic,", "not a measurement"]
     for i, n in enumerate(notes):
         s.text(528, 430 + i * 20, n, size=13, anchor="start", color=MUTED)
     s.text(360, 632, "output A V: (B, H, T, D) → concatenated heads (B, T, C), one row per "
