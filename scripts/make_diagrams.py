@@ -1441,7 +1441,8 @@ def tiled_softmax() -> Svg:
             "the old l and o are rescaled by e^(m - m') before the tile's own terms are added; "
             "tile 3 changes nothing in m. After the last tile l is exactly the softmax "
             "denominator and the output is o / l, the same as softmax over the whole row. Only "
-            "one tile of scores is held at a time: T x tile numbers instead of T x T.")
+            "one tile of scores is held at a time: a tile of B_q queries by B_k keys, never "
+            "the T x T matrix.")
     cell, xs = 34, [58, 282, 506]
     m, l = -math.inf, 0.0
     states = []
@@ -1489,8 +1490,8 @@ def tiled_softmax() -> Svg:
         s.text(x, 346, formula, size=14)
     s.text(350, 378, f"after the last tile ℓ = {l:.2f} = Σ over all 12 keys of e^{{S − max}}: "
            "exactly the softmax denominator", size=13, color=MUTED)
-    s.text(350, 410, "held at once: T × tile scores, not T × T; the arithmetic is the same "
-           "(4T²d FLOPs)", size=14)
+    s.text(350, 410, "held at once: one B_q × B_k tile of scores, never T × T; the same "
+           "matmul FLOPs (4T²d)", size=14)
     s.text(350, 436, "FlashAttention also tiles the queries and keeps each block in on-chip "
            "memory", size=13, color=MUTED)
     return s
@@ -1825,20 +1826,20 @@ def speculative_round() -> Svg:
     s = Svg("speculative_round", 680, 330,
             "One round of speculative decoding with k = 4 guesses",
             "After the text 'And God said', a small draft model guesses four characters one at "
-            "a time: comma, space, B and u. The target model reads the text and all four "
+            "a time: comma, space, a and n. The target model reads the text and all four "
             "guesses in one forward pass and gives its own choice at each of the five "
-            "positions: comma, space, B, e and h. The first three guesses equal its choices and "
-            "are kept; the fourth, u, is not, so it is thrown away and the target's e takes its "
-            "place: four tokens for one target call. A second panel compares time: plain "
-            "decoding makes four target calls for four tokens; speculative decoding makes four "
-            "cheap draft steps and one target call, which is faster when a draft step costs "
-            "much less than a target step.")
+            "positions: comma, space, B, n and d. The first two guesses equal its choices and "
+            "are kept; the third, a, does not, so it and the guess after it are thrown away "
+            "and the target's B takes its place: three tokens for one target call. A second "
+            "panel compares time: plain decoding makes three target calls for three tokens; "
+            "speculative decoding makes four draft steps and one target call, which is faster "
+            "only when a draft step costs much less than a target step.")
     kept, own, grey = COLORS["Q"], ("#E69F00", "#fbe9c4"), COLORS["X"]
     s.text(175, 30, "one round, k = 4", size=16, weight="bold")
     s.text(175, 56, "text so far: ...And God said", size=13, color=MUTED)
     xs = [70, 120, 170, 220]
     s.text(20, 94, "draft", size=13, anchor="start", color=MUTED)
-    for i, (x, c) in enumerate(zip(xs, [",", "\u2423", "B", "u"])):
+    for i, (x, c) in enumerate(zip(xs, [",", "\u2423", "a", "n"])):
         s.rect(x, 72, 40, 32, grey[1], grey[0], rx=4)
         s.text(x + 20, 94, c, size=16)
         if i:
@@ -1847,28 +1848,28 @@ def speculative_round() -> Svg:
     s.rect(60, 136, 260, 34, "#ffffff", INK, rx=6)
     s.text(190, 158, "target: ONE forward, 5 positions", size=13, weight="bold")
     s.text(20, 198, "target", size=13, anchor="start", color=MUTED)
-    picks = [",", "\u2423", "B", "e", "h"]
+    picks = [",", "\u2423", "B", "n", "d"]  # the shipped target's argmax after each
     for i, c in enumerate(picks):
         x = 70 + 50 * i
         s.rect(x, 178, 40, 32, "#ffffff", MUTED, rx=4)
-        s.text(x + 20, 200, c, size=16)
-        if i < 4:
-            s.text(x + 20, 230, "=" if i < 3 else "\u2260", size=16,
-                   color=kept[0] if i < 3 else own[0], weight="bold")
+        s.text(x + 20, 200, c, size=16, color=INK if i < 3 else MUTED)
+        if i < 3:  # nothing after the first miss counts
+            s.text(x + 20, 230, "=" if i < 2 else "\u2260", size=16,
+                   color=kept[0] if i < 2 else own[0], weight="bold")
     s.text(20, 268, "kept", size=13, anchor="start", color=MUTED)
-    for i, c in enumerate([",", "\u2423", "B", "e"]):
+    for i, c in enumerate([",", "\u2423", "B"]):
         x = 70 + 50 * i
-        role = kept if i < 3 else own
+        role = kept if i < 2 else own
         s.rect(x, 246, 40, 32, role[1], role[0], rx=4)
         s.text(x + 20, 268, c, size=16)
-    s.text(292, 268, "u", size=15, color=MUTED)
-    s.raw('<line x1="284" y1="263" x2="300" y2="263" stroke="#5f5f5f" stroke-width="1.5"/>')
-    s.text(175, 304, "3 guesses kept + the target's e:", size=13)
-    s.text(175, 322, "4 tokens for 1 target call", size=13, weight="bold")
-    # the second panel: time for four tokens
-    s.text(515, 30, "time for 4 tokens", size=16, weight="bold")
+    s.text(242, 268, "a n", size=15, color=MUTED)
+    s.raw('<line x1="228" y1="263" x2="256" y2="263" stroke="#5f5f5f" stroke-width="1.5"/>')
+    s.text(175, 304, "2 guesses kept + the target's B:", size=13)
+    s.text(175, 322, "3 tokens for 1 target call", size=13, weight="bold")
+    # the second panel: time for the round's three tokens
+    s.text(515, 30, "time for 3 tokens", size=16, weight="bold")
     s.text(370, 80, "plain", size=13, anchor="start", color=MUTED)
-    for i in range(4):
+    for i in range(3):
         s.rect(370 + 70 * i, 90, 66, 30, "#ffffff", INK, rx=4)
         s.text(403 + 70 * i, 110, "target", size=12)
     s.text(370, 160, "speculative", size=13, anchor="start", color=MUTED)
