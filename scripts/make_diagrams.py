@@ -1089,14 +1089,16 @@ def rope_rotation() -> Svg:
         s.raw(f'<line x1="{cx}" y1="{cy - 120}" x2="{cx}" y2="{cy + 120}" stroke="{CARD_EDGE}"'
               f' stroke-width="1.2"/>')
         s.text(cx, 44, f"query at m = {m}, key at n = {n}", size=15, weight="bold")
-        # the angle between the rotated pair: a wedge drawn first, under the arrows, and
-        # small enough that the rotation arcs (outside it) keep their heads clear of it
+        # the angle between the rotated pair (about 11 degrees): a wedge drawn first, under
+        # the arrows, and small enough that the rotation arcs (outside it) keep their heads
+        # clear of it; near-opaque and outlined, so that so thin a wedge still shows
         rot = {"Q": math.atan2(q[1], q[0]) + m * theta,
                "K": math.atan2(k[1], k[0]) + n * theta}
         a0, a1, r = min(rot.values()), max(rot.values()), 48
         s.raw(f'<path d="M{cx},{cy} L{cx + r * math.cos(a0):.1f},{cy - r * math.sin(a0):.1f}'
               f' A{r},{r} 0 0 0 {cx + r * math.cos(a1):.1f},{cy - r * math.sin(a1):.1f} Z"'
-              f' fill="{COLORS["A"][0]}" fill-opacity="0.55" stroke="none"/>')
+              f' fill="{COLORS["A"][0]}" fill-opacity="0.9" stroke="{COLORS["A"][0]}"'
+              f' stroke-width="1.5" stroke-linejoin="round"/>')
         out = {}
         for vec, pos, role, r_arc in ((q, m, "Q", 80), (k, n, "K", 60)):
             a0 = math.atan2(vec[1], vec[0])
@@ -1131,9 +1133,12 @@ def rope_rotation() -> Svg:
     assert abs(s1 - s2) < 1e-9
     s.text(350, 372, "(R(mθ) q) · (R(nθ) k) = q · R((n − m)θ) k: only the offset m − n = 2 "
            "counts", size=15)
-    legend(s, 110, 400, [("#ffffff", MUTED, "dashed: q, k before rotation"),
-                         (shade(COLORS["A"][0], 0.55), COLORS["A"][0], "the angle that sets the score")],
-           size=13)
+    # the first legend item is a dashed line, as the unrotated q and k are drawn
+    first = "dashed: q, k before rotation"
+    s.arrow((110, 396), (126, 396), color=MUTED, width=1.6, dash="4 3", head=False)
+    s.text(132, 401, first, size=13, anchor="start", color=INK)
+    legend(s, 110 + 36 + len(first) * 13 * 0.62, 400,
+           [(COLORS["A"][0], COLORS["A"][0], "the angle that sets the score")], size=13)
     s.raw(f'<line x1="20" y1="420" x2="680" y2="420" stroke="{CARD_EDGE}" stroke-width="1.5"/>')
     # pairs
     s.text(20, 448, "one head, d = 8: pair i = (x_i, x_{i+d/2})", size=15, anchor="start",
@@ -1150,7 +1155,7 @@ def rope_rotation() -> Svg:
                 width=1.6, head=False)
     s.text(20, 470, "rotate-half: coordinate i turns", size=13, anchor="start", color=MUTED)
     s.text(20, 488, "with coordinate i + d/2", size=13, anchor="start", color=MUTED)
-    s.text(20, 506, "(attnlib, Llama, GPT-NeoX)", size=13, anchor="start", color=MUTED)
+    s.text(20, 506, "(attnlib, GPT-NeoX, HF's Llama)", size=13, anchor="start", color=MUTED)
     heads = [(50, "pair i"), (170, "θ_i = base^{−2i/d}"), (330, "turn per position"),
              (500, "one full turn every")]
     for x, h in heads:
