@@ -472,7 +472,7 @@ def weighted_average() -> Svg:
             "The query of 'it' gives a weight to every key token: The 0.03, animal 0.62, rested "
             "0.08, because 0.05, it 0.12, was 0.04, tired 0.06; the weights sum to 1. Each value "
             "vector is multiplied by its weight and the products are added: the output for 'it' "
-            "is [0.62, 0.47], mostly animal's value [0.8, 0.3].")
+            "is [0.62, 0.47]; animal has the largest weight, 0.62.")
     qs, qf = COLORS["Q"]
     s.rect(20, 160, 86, 50, qf, qs, rx=8, width=2)
     s.text(63, 183, "query", size=14, color=MUTED)
@@ -500,8 +500,8 @@ def weighted_average() -> Svg:
     s.text(568, y + 24, "[0.620, 0.470]", size=15, weight="bold")
     s.rect(400, y + 44, 226, 50, COLORS["V"][1], COLORS["V"][0], rx=8, width=2)
     s.text(513, y + 75, "o_{it} = Σ_j A_{it,j} v_j", size=17)
-    s.text(30, y + 64, "output for “it”: a mix that is", size=14, anchor="start", color=MUTED)
-    s.text(30, y + 84, "mostly animal's value [0.8, 0.3]", size=14, anchor="start", color=MUTED)
+    s.text(30, y + 64, "output for “it”: a mix in which", size=14, anchor="start", color=MUTED)
+    s.text(30, y + 84, "animal has the largest weight", size=14, anchor="start", color=MUTED)
     return s
 
 
