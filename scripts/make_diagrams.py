@@ -754,7 +754,7 @@ ENCODER_DECODER_LAYOUT = {
     "head_gap": (34, 30),                 # heading -> the layer's input line
     "enc_arrows": ((30, 50, 44), (24, 28, 28)),          # into self-attention, FFN, output
     "dec_arrows": ((30, 50, 34, 32), (24, 48, 30, 30)),  # into masked, cross, FFN, output
-    "read_gap": (32, 24),                 # encoder output's box -> "read once per source"
+    "read_gap": (32, 24),                 # encoder output's box -> the note under it
     "cross_h": (84, 100),
     "cross_note": (("Q from the decoder, K, V from", "the encoder: (B, H, T_q, T_k)"),
                    ("Q from the decoder,", "K, V from the encoder:", "(B, H, T_q, T_k)")),
@@ -805,7 +805,7 @@ def encoder_decoder(narrow: bool = False) -> Svg:
     s.box(le, y, 210, 44, "F", "FFN", size=16)
     memory = down(le, y + 46, a3)
     s.box(le, memory, 210, 56, "X", "encoder output", "memory (B, T_k, C)", size=16)
-    s.text(le, memory + 56 + L.read_gap, "read once per source", size=13, color=MUTED)
+    s.text(le, memory + 56 + L.read_gap, "computed once per source sentence", size=13, color=MUTED)
     # decoder
     (rd, top), (a1, a2, a3, a4), w = L.dec, L.dec_arrows, L.dec_w
     y = layer_input(rd, top, "decoder layer", "target so far “<bos> Le chat”", "(B, T_q, C)", a1)
