@@ -441,15 +441,20 @@ def attention_shapes() -> Svg:
     s.arrow((ck, 258), (245, 300))
     s.box(220, 302, 180, 58, "A", "Q K^T", "(T, T)")
     s.text(320, 336, "every query · every key", size=13, anchor="start", color=MUTED)
-    steps = [("÷ √d_k", "keeps the scores' variance near 1"),
-             ("+ M", "mask: 0 = may look, −∞ = may not"),
-             ("softmax", "each row → weights ≥ 0, summing to 1")]
+    # the variance claim holds only for unit-variance q and k: said on a second line
+    steps = [("÷ √d_k", "keeps the scores' variance near 1",
+              "if q and k have unit variance (chapter 4)"),
+             ("+ M", "mask: 0 = may look, −∞ = may not", ""),
+             ("softmax", "each row → weights ≥ 0, summing to 1", "")]
     y = 372
-    for lab, note in steps:
+    for lab, note, condition in steps:
         s.arrow((220, y - 10), (220, y + 2))
         s.rect(150, y + 2, 140, 34, "#ffffff", COLORS["A"][0], rx=17, width=1.8)
         s.text(220, y + 25, lab, size=17)
-        s.text(302, y + 25, note, size=13, anchor="start", color=MUTED)
+        s.text(302, y + (18 if condition else 25), note, size=13, anchor="start",
+               color=MUTED)
+        if condition:
+            s.text(302, y + 34, condition, size=12, anchor="start", color=MUTED)
         y += 50
     s.arrow((220, y - 12), (220, y + 2))
     s.box(220, y + 2, 180, 58, "A", "A", "(T, T), rows sum to 1")
