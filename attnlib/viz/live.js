@@ -76,7 +76,7 @@
     var clear = frame.clear, figure = frame.figure, bars = frame.bars, tip = frame.tip;
 
     var gen = div("attnlib-live-gen", root);
-    div("attnlib-live-head", gen, "Generate, one token at a time");
+    div("attnlib-live-head", gen, "Generate, one token (here one character) at a time");
     var gcontrols = div("attnlib-controls", gen);
     /* the sampling controls refuse, visibly, what the sampler does not take (a temperature above 5,
        a top-k beyond the vocabulary, ...); a temperature of 0 is greedy */
@@ -432,7 +432,7 @@
         });
       }
       put(barEls.head, "text", "next character after " + quoted(P.vocab[S.ids[pos]]) +
-        " (position " + pos + ")", "text");
+        " (position " + pos + ", counted from 0)", "text");
       put(barEls.settings, "text", s.temperature > 0 ? "temperature " + s.temperature + (s.topK ?
         ", top-k " + s.topK : "") + (s.topP < 1 ? ", top-p " + s.topP : "") :
         "temperature 0: greedy", "text");

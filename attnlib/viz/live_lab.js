@@ -51,8 +51,8 @@ window.attnlibLiveLab = function (api) {
     });
   }
   K.div("attnlib-lab-how", A.root, "Each button is one head; pressed = switched off: its output " +
-    "is zeroed before out_proj (what a forward hook " +
-    "on out_proj does in PyTorch), so the rest of the network no longer receives it. The live " +
+    "is set to zero where the heads are merged, " +
+    "so the rest of the network no longer receives it. The live " +
       "model above and every panel below use the heads you leave on.");
   var grid = K.div("attnlib-lab-grid", A.root), headBtns = [];
   grid.style.gridTemplateColumns = "auto repeat(" + c.H + ", 64px)";
@@ -103,7 +103,8 @@ window.attnlibLiveLab = function (api) {
     K.div("attnlib-lab-subhead", Afig, "next character after " + K.quoted(tok(ids()[n - 1])) +
       " (the end of the text above)");
     var hm = K.heatmap({ parent: Afig, avail: A.w - 70, rows: ["all heads on", off.length ?
-      "with " + off.length + " off" : "the same"], cols: cols.map(tok), palette: seq, lo: 0, hi: 1,
+      "with " + off.length + " off" : "your heads (none off)"], cols: cols.map(tok), palette: seq,
+      lo: 0, hi: 1,
       digits: 4, cellText: true, cellMax: 48, cellMin: 30, rowLabelClass: "attnlib-qlabel",
       hatchId: "attnlib-hatch-lab-" + api.uid, selectedCol: A.sel, colLabelAngle: 0,
       label: "next-character probabilities with all heads on and with the heads switched off",
@@ -129,7 +130,7 @@ window.attnlibLiveLab = function (api) {
       b = api.greedy(prompt, CONT, S.off);
     K.div("attnlib-lab-subhead", Acont,
       "The next " + CONT + " characters of your text (greedy: always the most likely)");
-    [["all heads on", a], [off.length ? "without " + off.join(", ") : "the same heads",
+    [["all heads on", a], [off.length ? "without " + off.join(", ") : "your heads (none off)",
       b]].forEach(function (pair, k) {
       var line = K.div("attnlib-lab-contline", Acont);
       K.div("attnlib-live-label", line, pair[0] + ": ", "span");
@@ -148,7 +149,7 @@ window.attnlibLiveLab = function (api) {
   var B = { root: panel("attnlib-lab-lens", "Logit lens: what the model would say after each layer",
     "logit lens"), pos: -1, token: -1 };
   K.div("attnlib-lab-how", B.root, "Each row applies the final LayerNorm and the LM head to the " +
-    "residual stream (GPT.norm_f, then " + "GPT.lm_head) after the embedding and after each " +
+    "residual stream after the embedding and after each " +
     "layer; the last row is the model's real prediction.");
   var Bctl = K.div("attnlib-controls", B.root);
   var Brange = position(Bctl, "position whose prediction the lens shows", function (v) {
