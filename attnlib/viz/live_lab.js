@@ -102,9 +102,8 @@ window.attnlibLiveLab = function (api) {
     if (A.sel >= cols.length) A.sel = -1;
     K.div("attnlib-lab-subhead", Afig, "next character after " + K.quoted(tok(ids()[n - 1])) +
       " (the end of the text above)");
-    var hm = K.heatmap({ parent: Afig, avail: A.w - 70, rows: ["all heads on", off.length ?
-      "with " + off.length + " off" : "your heads (none off)"], cols: cols.map(tok), palette: seq,
-      lo: 0, hi: 1,
+    var hm = K.heatmap({ parent: Afig, avail: A.w - 70, rows: ["all heads on",
+      "with " + off.length + " off"], cols: cols.map(tok), palette: seq, lo: 0, hi: 1,
       digits: 4, cellText: true, cellMax: 48, cellMin: 30, rowLabelClass: "attnlib-qlabel",
       hatchId: "attnlib-hatch-lab-" + api.uid, selectedCol: A.sel, colLabelAngle: 0,
       label: "next-character probabilities with all heads on and with the heads switched off",
