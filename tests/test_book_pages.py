@@ -51,7 +51,13 @@ def test_shape_reference_table_matches_attnlib():
     y, w = mha(x, need_weights=True)
     q = mha.q_proj(x).view(B, T, H, D).transpose(1, 2)
     per_head, _ = attnlib.scaled_dot_product_attention(q, q, q)
-    sym = {"B": B, "T": T, "C": C, "H": H, "D": D, r"\lvert\mathcal{V}\rvert": V}
+    hidden = {}
+    gpt.layers[0].ffn.fc1.register_forward_hook(lambda m, i, o: hidden.update(fc1=o.shape))
+    cache = attnlib.KVCache()
+    gpt(ids, cache=cache)
+    padding = attnlib.from_hf_attention_mask(torch.ones(B, T, dtype=torch.long))
+    sym = {"B": B, "T": T, "C": C, "H": H, "D": D, r"\lvert\mathcal{V}\rvert": V,
+           r"d_{\text{ff}}": cfg.d_ff, "1": 1}
 
     def shape(cell: str) -> tuple[int, ...]:
         inner = re.fullmatch(r"\$\((.*)\)\$", cell)
@@ -70,7 +76,14 @@ def test_shape_reference_table_matches_attnlib():
         "heads concatenated again (then the output projection $W_O$)": tuple(y.shape),
         "feed-forward output": tuple(y.shape),
         "vocabulary logits": tuple(out.logits.shape),
+        "feed-forward hidden layer (after its first matrix)": tuple(hidden["fc1"]),
+        "causal mask (`True` = may attend), broadcast over the batch and the heads":
+            tuple(attnlib.causal_mask(T).shape),
+        "padding mask made from a $(B, T)$ `attention_mask`, broadcast over the heads and the "
+        "queries": tuple(padding.shape),
+        "KV cache, one layer: its keys, and its values, each": tuple(cache.values[0].shape),
     }
+    assert cache.keys[0].shape == cache.values[0].shape
     assert set(rows) == set(actual), f"table rows changed: {sorted(rows)}"
     for name, got in actual.items():
         assert shape(rows[name]) == got, f"{name}: page says {rows[name]}, attnlib gives {got}"
