@@ -6,6 +6,7 @@ instructions against the project's files.
 """
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from pathlib import Path
@@ -79,11 +80,15 @@ def test_shape_reference_table_matches_attnlib():
         "feed-forward hidden layer (after its first matrix)": tuple(hidden["fc1"]),
         "causal mask (`True` = may attend), broadcast over the batch and the heads":
             tuple(attnlib.causal_mask(T).shape),
-        "padding mask made from a $(B, T)$ `attention_mask`, broadcast over the heads and the "
+        "padding mask made from a $(B, T)$ `attention_mask` (the encoders of chapters 8 and 9 "
+        "take one; attnlib's decoder-only `GPT` does not), broadcast over the heads and the "
         "queries": tuple(padding.shape),
         "KV cache, one layer: its keys, and its values, each": tuple(cache.values[0].shape),
     }
     assert cache.keys[0].shape == cache.values[0].shape
+    # the page: the encoders take an attention_mask, GPT does not
+    assert "attention_mask" in inspect.signature(attnlib.Encoder.forward).parameters
+    assert "attention_mask" not in inspect.signature(attnlib.GPT.forward).parameters
     assert set(rows) == set(actual), f"table rows changed: {sorted(rows)}"
     for name, got in actual.items():
         assert shape(rows[name]) == got, f"{name}: page says {rows[name]}, attnlib gives {got}"
