@@ -402,7 +402,7 @@ def embedding_position() -> Svg:
         mixed = [shade(grey, 0.35 + 0.6 * ((k * 5 + j * 3) % 7) / 7) for j in range(6)]
         s.rect(x0 - 4, 242, 104, 24, "none", INK, rx=4, width=1.5)
         s.cells(x0, 246, [mixed])
-    s.text(534, 131, "row of E: (vocab, C)", size=13, anchor="start", color=MUTED)
+    s.text(534, 131, "row of E: (|V|, C)", size=13, anchor="start", color=MUTED)
     s.text(534, 193, "row of P: (max\\_len, C)", size=13, anchor="start", color=MUTED)
     # stack
     s.arrow((350, 276), (350, 300))
