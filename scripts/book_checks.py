@@ -23,7 +23,13 @@
    folded by its ``hide-input`` tag) stays first in the notebook, where Colab and JupyterLab need
    it, but on the book's page it moves from above the title to the end of the chapter's
    introduction (before its first section), so that a chapter opens with its title.
-5. ``ChapterOpener``: a chapter opens with a picture. When its first diagram (book/figures/*.svg)
+5. ``EmbeddedDiagrams``: a chapter holds its diagrams as PNG data URIs (scripts/embed_figures.py,
+   so that Colab, which gets the .ipynb file alone, shows them); each one names the file it was
+   drawn from (book/figures/NAME.svg). On the book's page the image shows that file again, by the
+   relative path the chapter had before (``../book/figures/NAME.svg``), so the page references
+   the SVG (sharp, and with its narrow layout, 6.) instead of inlining the PNG; an image drawn from
+   an older version of its file emits a warning (run scripts/embed_figures.py).
+   Then ``ChapterOpener``: a chapter opens with a picture. When its first diagram (book/figures/*.svg)
    comes only in a later section, the diagram is also shown under the chapter's first paragraph,
    at the size of the first screen, with a link to the section that explains it. A chapter that
    already places a diagram in its introduction is left as it is.
@@ -321,6 +327,32 @@ class SetupCellAfterIntro(SphinxTransform):
                               if isinstance(c, nodes.section)), len(chapter.children))
         chapter.insert(first_section, cell)
         cell["classes"].append("attnlib-setup-cell")
+
+
+class EmbeddedDiagrams(SphinxTransform):
+    """Show an embedded diagram's file again on the book's page (see the module docstring)."""
+
+    default_priority = 505  # before ChapterOpener and NarrowDiagrams, which read the path
+
+    def apply(self, **kwargs) -> None:
+        from embed_figures import embedded, relative_uri, sha256
+
+        figures = Path(self.app.srcdir) / "book" / "figures"
+        for img in self.document.findall(nodes.image):
+            found = embedded(img.get("uri", ""))
+            if not found:
+                continue
+            name, drawn = found
+            path = figures / name
+            if not path.is_file():
+                logger.warning("an embedded diagram names book/figures/%s, which does not exist",
+                               name, location=img, type="attnlib", subtype="embedded_figure")
+                continue
+            if drawn != sha256(path):
+                logger.warning("the embedded copy of book/figures/%s is stale: run "
+                               "python scripts/embed_figures.py", name, location=img,
+                               type="attnlib", subtype="embedded_figure")
+            img["uri"] = relative_uri(self.env.docname, name)
 
 
 class ChapterOpener(SphinxTransform):
@@ -693,6 +725,7 @@ def drop_unused_widget_manager(app, pagename, templatename, context, doctree) ->
 
 def setup(app):
     app.add_transform(SetupCellAfterIntro)
+    app.add_transform(EmbeddedDiagrams)
     app.add_transform(ChapterOpener)
     app.add_transform(NarrowDiagrams)
     app.add_post_transform(DiagramPictures)

@@ -1,6 +1,7 @@
 """Write the book's schematic diagrams to book/figures/*.svg.
 
-    python scripts/make_diagrams.py          # (re)write every diagram
+    python scripts/make_diagrams.py          # (re)write every diagram, then embed the changed
+                                             # ones in the chapters (scripts/embed_figures.py)
     python scripts/make_diagrams.py --check  # fail if a committed SVG differs from what this writes
 
 Plain string templates, no dependency beyond the standard library. One visual language for the
@@ -1695,6 +1696,13 @@ def main(argv: list[str] | None = None) -> int:
     for n, text in files.items():
         (OUT / n).write_text(text)
     print(f"wrote {len(files)} diagrams to {OUT.relative_to(ROOT)}")
+    # the chapters hold their diagrams embedded (Colab gets the .ipynb alone): redraw those whose
+    # file just changed, and embed any new one a chapter names by path
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import embed_figures
+
+    for line in embed_figures.embed(ROOT):
+        print("embedded", line)
     return 0
 
 

@@ -67,7 +67,8 @@ def _tiny_book(tmp_path: Path, outputs: list[dict]) -> Path:
     book = tmp_path / "book_src"
     (book / "scripts").mkdir(parents=True)
     shutil.copy(ROOT / "_config.yml", book / "_config.yml")
-    shutil.copy(ROOT / "scripts" / "book_checks.py", book / "scripts" / "book_checks.py")
+    for script in ("book_checks.py", "embed_figures.py"):  # the extension and what it imports
+        shutil.copy(ROOT / "scripts" / script, book / "scripts" / script)
     shutil.copytree(ROOT / "book" / "_static", book / "book" / "_static")
     (book / "_build").mkdir()
     assets = ROOT / "_build" / "assets"
@@ -128,6 +129,72 @@ def test_a_chapter_links_glossary_entries_by_their_anchors(tmp_path):
     assert bad.returncode != 0, "a link to a glossary id that no term has built without error"
     assert "local id not found" in log and "'term-Good-trem'" in log, log[-3000:]
     assert "'term-Good-term'" not in log, log[-3000:]
+
+
+def test_an_embedded_diagram_shows_its_file_and_a_stale_one_fails(tmp_path):
+    """A chapter's diagram embedded for Colab (a PNG naming book/figures/NAME.svg) is, on the
+    book's page, that SVG file by its relative path, not the PNG inlined (book_checks.
+    EmbeddedDiagrams); a PNG drawn from an older version of the file fails the build (-W)."""
+    import embed_figures
+
+    fine = {"output_type": "stream", "name": "stdout", "text": "ok\n"}
+    book = _tiny_book(tmp_path, [fine])
+    svg = ('<svg xmlns="http://www.w3.org/2000/svg" width="40" height="20" viewBox="0 0 40 20">'
+           '<title>t</title><text x="2" y="12">Q</text></svg>')
+    (book / "book" / "figures").mkdir(parents=True)
+    (book / "book" / "figures" / "d.svg").write_text(svg)
+    (book / "notebooks").mkdir()
+    shutil.move(book / "chapter.ipynb", book / "notebooks" / "chapter.ipynb")
+    (book / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n"
+                                   "  - file: notebooks/chapter\n")
+
+    def chapter(sha: str) -> str:
+        from PIL import Image, PngImagePlugin
+        import base64
+        import io
+
+        info = PngImagePlugin.PngInfo()
+        info.add_text(embed_figures.NAME_KEY, "d.svg")
+        info.add_text(embed_figures.SHA_KEY, sha)
+        buf = io.BytesIO()
+        Image.new("RGB", (80, 40), "white").save(buf, "PNG", pnginfo=info)
+        uri = embed_figures.PNG_PREFIX + base64.b64encode(buf.getvalue()).decode()
+        nb = nbformat.read(book / "notebooks" / "chapter.ipynb", as_version=4)
+        nb.cells[0].source = f"# Chapter\n\nText.\n\n![A query drawn as a box]({uri})\n"
+        nbformat.write(nb, book / "notebooks" / "chapter.ipynb")
+        return uri
+
+    uri = chapter(embed_figures.sha256(book / "book" / "figures" / "d.svg"))
+    good = _build(book)
+    assert good.returncode == 0, (good.stdout + good.stderr)[-3000:]
+    html = (book / "_build" / "html" / "notebooks" / "chapter.html").read_text(encoding="utf-8")
+    assert re.search(r'<img alt="A query drawn as a box" src="\.\./_images/d\.svg"', html), \
+        re.findall(r"<img[^>]*>", html)
+    assert uri[len(embed_figures.PNG_PREFIX):][:40] not in html
+    assert (book / "_build" / "html" / "_images" / "d.svg").read_text() == svg
+
+    chapter("0" * 64)
+    bad = _build(book)
+    log = bad.stdout + bad.stderr
+    assert bad.returncode != 0, "a stale embedded diagram built without error"
+    assert "embedded copy of book/figures/d.svg is stale" in log, log[-3000:]
+
+
+def test_embedded_diagrams_are_their_svg_files_on_the_built_pages(html_dir):
+    """Every diagram a chapter embeds for Colab is, on its built page, the SVG file of
+    book/figures (copied to _images), never the embedded PNG."""
+    import embed_figures
+
+    rows = embed_figures.scan(ROOT)
+    assert rows
+    for nb, _, _, _, uri, target, _ in rows:
+        page = html_dir / nb.relative_to(ROOT).with_suffix(".html")
+        if not page.is_file():
+            continue  # not in this table of contents
+        html = page.read_text(encoding="utf-8")
+        assert f'src="../_images/{target.name}"' in html, f"{page.name}: no {target.name}"
+        if uri.startswith("data:"):
+            assert uri.split(",", 1)[1][:200] not in html, f"{page.name}: PNG of {target.name}"
 
 
 def test_links_to_glossary_entries_resolve_in_the_built_book(html_dir):

@@ -1,15 +1,18 @@
 """The book's schematic diagrams (book/figures/*.svg, written by scripts/make_diagrams.py).
 
-Every figure a chapter or page references exists, is valid SVG with its text as <text> elements
+Every figure a chapter or page references (by path, or embedded as a PNG data URI that names its
+file: scripts/embed_figures.py, so that Colab shows it) exists, is valid SVG with its text as <text> elements
 (not outlined paths), has a title and alt text; every SVG in book/figures is used somewhere; and
 the committed files are exactly what the script writes (so they can be regenerated). Every
 diagram has a narrow layout for phones (X.narrow.svg) at most 360 px wide whose text keeps its
 size, and, measured in Chromium, no piece of it cuts a label of the wide drawing in two, cuts
 a box, or leaves an arrow ending in the air at its edge. Every matplotlib figure a notebook
-stores as an output has alt text that says what it shows (metadata.mystnb.image.alt).
+stores as an output has alt text that says what it shows (metadata.mystnb.image.alt). Every
+diagram of a notebook is embedded, drawn from its file as it is now (`embed_figures.py --check`).
 """
 from __future__ import annotations
 
+import base64
 import json
 import re
 import subprocess
@@ -21,8 +24,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "scripts"))
+import embed_figures  # noqa: E402
 FIGURES = ROOT / "book" / "figures"
 SVG_NS = "{http://www.w3.org/2000/svg}"
+# a tiny valid diagram and an alt text, for the checkers' own tests
+GOOD = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 10 10"><title>t</title>'
+        '<desc>d</desc><text>Q</text><text>K</text><text>V</text></svg>')
+ALT = "Queries, keys and values drawn as boxes"
 # ![alt](path) in markdown; ```{figure} path / :::{figure} path (MyST) with an :alt: option
 IMAGE = re.compile(r"!\[(?P<alt>[^\]]*(?:\[[^\]]*\][^\]]*)*)\]\((?P<path>[^)\s]+)\)")
 DIRECTIVE = re.compile(r"^(?:```|:::)\{(?:figure|image)\}\s+(?P<path>\S+)(?P<body>.*?)^(?:```|:::)",
@@ -50,7 +59,10 @@ def references(root: Path) -> list[tuple[Path, Path, str]]:
             alt = re.search(r"^:alt:\s*(.+)$", m["body"], re.M)
             found.append((m["path"], alt.group(1) if alt else ""))
         for path, alt in found:
-            if not re.match(r"[a-z]+:", path):          # skip http:, data: ...
+            drawn = embed_figures.embedded(path)  # a diagram embedded for Colab: its file
+            if drawn:
+                refs.append((doc, (root / "book" / "figures" / drawn[0]).resolve(), alt.strip()))
+            elif not re.match(r"[a-z]+:", path):          # skip http:, other data: ...
                 refs.append((doc, (doc.parent / path).resolve(), alt.strip()))
     return refs
 
@@ -123,6 +135,68 @@ def test_committed_svgs_are_what_the_script_writes():
     run = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_diagrams.py"), "--check"],
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr + "\nrun: python scripts/make_diagrams.py"
+
+
+def test_every_diagram_is_embedded_as_its_file_is_now():
+    """Colab gets a chapter's .ipynb alone: each diagram is in it as a PNG drawn from the file
+    as it is now (the sha256 it records is the file's), none is a path into the repository."""
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "embed_figures.py"), "--check"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    rows = embed_figures.scan(ROOT)
+    assert len(rows) >= 17 and {row[-1] for row in rows} == {"ok"}, rows
+
+
+def _png(name: str, sha: str) -> str:
+    """A data URI of a tiny PNG with embed_figures' two text chunks (no browser needed)."""
+    import io
+
+    from PIL import Image, PngImagePlugin
+
+    info = PngImagePlugin.PngInfo()
+    info.add_text(embed_figures.NAME_KEY, name)
+    info.add_text(embed_figures.SHA_KEY, sha)
+    buf = io.BytesIO()
+    Image.new("RGB", (4, 3), "white").save(buf, "PNG", pnginfo=info)
+    return embed_figures.PNG_PREFIX + base64.b64encode(buf.getvalue()).decode()
+
+
+def _sha(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@pytest.mark.parametrize("uri, expected", [
+    ("../book/figures/d.svg", "is not embedded"),
+    (_png("d.svg", _sha(GOOD)), None),
+    (_png("d.svg", _sha("an older d.svg")), "is stale"),
+    (_png("gone.svg", "0" * 64), "does not exist"),
+])
+def test_the_embed_check_finds_each_problem(tmp_path, uri, expected):
+    book = _tiny_book(tmp_path, f"Text.\n![{ALT}]({uri})\n*A caption.*", GOOD)
+    problems = embed_figures.problems(book)
+    if expected is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and expected in problems[0], problems
+
+
+def test_embedding_rewrites_only_the_image_line_and_twice_changes_nothing(tmp_path, monkeypatch):
+    """The alt text stays, the line holds the image alone, the rest of the cell and notebook is
+    untouched; a second run finds nothing to do (drawing stubbed: no browser needed)."""
+    book = _tiny_book(tmp_path, f"Text.\n![{ALT}](../book/figures/d.svg)\n*A caption.*", GOOD)
+    drawn = _png("d.svg", _sha(GOOD))
+    png = base64.b64decode(drawn.split(",", 1)[1])
+    monkeypatch.setattr(embed_figures, "render", lambda svgs: {p: png for p in svgs})
+    nb = book / "notebooks" / "01_x.ipynb"
+    assert len(embed_figures.embed(book)) == 1
+    cell = json.loads(nb.read_text())["cells"][0]
+    assert "".join(cell["source"]) == f"Text.\n![{ALT}]({drawn})\n*A caption.*"
+    before = nb.read_bytes()
+    assert embed_figures.embed(book) == [] and nb.read_bytes() == before
+    assert embed_figures.problems(book) == []
+    assert [target.name for doc, target, alt in references(book)] == ["d.svg"]
 
 
 def test_qkv_colours_are_the_same_in_every_diagram():
@@ -347,11 +421,6 @@ def test_the_output_figure_checker_finds_each_problem(tmp_path, metadata, expect
         assert len(problems) == 1 and expected in problems[0], problems
 
 
-GOOD = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 10 10"><title>t</title>'
-        '<desc>d</desc><text>Q</text><text>K</text><text>V</text></svg>')
-ALT = "Queries, keys and values drawn as boxes"
-
-
 @pytest.mark.parametrize("markdown, svg, expected", [
     (f"![{ALT}](../book/figures/d.svg)", GOOD, None),
     (f"![{ALT}](../book/figures/missing.svg)", GOOD, "does not exist"),
@@ -361,6 +430,8 @@ ALT = "Queries, keys and values drawn as boxes"
     (f"![{ALT}](../book/figures/d.svg)", GOOD[:-3], "not valid XML"),
     ("no picture here", GOOD, "not referenced"),
     (f"```{{figure}} ../book/figures/d.svg\n:alt: {ALT}\n\ncaption\n```", GOOD, None),
+    (f"![{ALT}]({_png('d.svg', _sha(GOOD))})", GOOD, None),
+    (f"![{ALT}]({_png('missing.svg', _sha(GOOD))})", GOOD, "does not exist"),
 ])
 def test_the_checker_finds_each_problem(tmp_path, markdown, svg, expected):
     problems = figure_problems(_tiny_book(tmp_path, markdown, svg))

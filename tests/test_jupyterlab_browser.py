@@ -1,4 +1,4 @@
-"""Chapters in JupyterLab, opened as README.md says (issue 47): the figures load, and the setup
+"""Chapters in JupyterLab, opened as README.md says (issue 47): the figures show, and the setup
 cell, the check cells and the exercise solutions are folded; the lesson is open.
 
 `jupyter lab` (this environment's, beside its python) is started from the repository root, as
@@ -14,12 +14,14 @@ exercises of each chapter. Look at them.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
 import re
 import secrets
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -37,9 +39,13 @@ from _browser import chromium_driver, port_open, require_browser  # noqa: E402
 require_browser()
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from embed_figures import embedded  # noqa: E402
+
 SHOTS = ROOT / "artifacts" / "screenshots"
 LAB_ROOT = ROOT  # where README.md and book/how_to_use.md start `jupyter lab`
-# two chapters with markdown figures (../book/figures/*.svg), explorers, check cells, exercises
+# two chapters with markdown figures (book/figures/*.svg embedded as PNG data URIs by
+# scripts/embed_figures.py, so that Colab shows them too), explorers, check cells, exercises
 CHAPTERS = ["notebooks/04_scaled_dot_product_attention.ipynb", "notebooks/05_masks.ipynb"]
 IMAGE = re.compile(r"!\[(?:[^\[\]]|\[[^\]]*\])*\]\(([^)\s]+)")  # alt text may hold [0.62, 0.47]
 # URL schemes that are not network requests (the browser's own pages, inline data)
@@ -221,7 +227,8 @@ def _scroll_to(drv, k: int, block: str = "start") -> None:
 
 @pytest.mark.parametrize("name", CHAPTERS)
 def test_chapter_opens_with_figures_and_folded_audit(lab, browser, name):
-    """As README.md says: every markdown figure loads (no 404); the setup cell and the plumbing
+    """As README.md says: every markdown figure shows (an embedded one is drawn: its natural
+    width is the PNG's, not 0; one by path is served, no 404); the setup cell and the plumbing
     show only their first line and their output, the check cells and the exercise solutions
     only their first line (a solution's says which exercise, not its answer), and one click
     opens a solution; every lesson cell is open; no dialog, no console error, no request that
@@ -268,9 +275,10 @@ def test_chapter_opens_with_figures_and_folded_audit(lab, browser, name):
     assert len(solutions) >= 2 and counts["whole"] > len(solutions) and counts["lesson"] >= 5 \
         and counts["source"] >= 2, (name, counts, solutions)
 
-    # every markdown figure of the file, loaded from the repository
+    # every markdown figure of the file: drawn from its data URI, or loaded from the repository
     sources = [src for c in nb.cells if c.cell_type == "markdown"
                for src in IMAGE.findall(c.source)]
+    inline = [src for src in sources if src.startswith("data:")]
     imgs = [im for c in cells for im in c["imgs"]]
     assert sources and len(imgs) == len(sources), \
         f"{name}: {len(sources)} markdown figures in the file, {len(imgs)} images in JupyterLab"
@@ -280,11 +288,20 @@ def test_chapter_opens_with_figures_and_folded_audit(lab, browser, name):
     loaded = wait_for(lambda: all(im["complete"] for c in browser.execute_script(JS_CELLS)
                                   for im in c["imgs"]), 20)
     imgs = [im for c in browser.execute_script(JS_CELLS) for im in c["imgs"]]
-    broken = [im["src"].split("?")[0] for im in imgs if not (im["complete"] and im["width"] > 0)]
+    broken = [im["src"].split("?")[0][:60] for im in imgs
+              if not (im["complete"] and im["width"] > 0)]
     assert loaded and not broken, f"{name}: markdown figures not shown (broken images): {broken}"
+    # an embedded figure is drawn from the notebook's own bytes, at the PNG's width
+    drawn = {im["src"]: im["width"] for im in imgs if im["src"].startswith("data:")}
+    for src in inline:
+        png = base64.b64decode(src.split(",", 1)[1])
+        width = struct.unpack(">I", png[16:20])[0]  # IHDR
+        assert drawn.get(src) == width, \
+            f"{name}: embedded figure {embedded(src)} drawn {drawn.get(src)} px wide, not {width}"
     responses = _responses(browser)
     served = {u.split("?")[0]: s for u, s in responses if s}
-    figures = {f"{url}/files/{os.path.normpath(Path(path).parent / src)}" for src in sources}
+    figures = {f"{url}/files/{os.path.normpath(Path(path).parent / src)}" for src in sources
+               if src not in inline}
     missing = {u: served.get(u) for u in figures if served.get(u) != 200}
     assert not missing, f"{name}: figures not served (URL: status): {missing}"
     failed = [(u, s) for u, s in responses if s >= 400]
@@ -320,7 +337,8 @@ def test_chapter_opens_with_figures_and_folded_audit(lab, browser, name):
                            ".jp-Placeholder-content').click();")
     shown = wait_for(lambda: browser.execute_script(JS_CELLS)[first]["inputArea"], 10)
     assert shown, f"{name}: clicking the folded solution (cell {first}) did not open it"
+    names = sorted([Path(u).name for u in figures] + [embedded(u)[0] for u in inline])
     print(f"\n{name}: all {len(nb.cells)} cells drawn {opened:.1f} s after opening; code cells "
           f"{counts['lesson']} open, {counts['source']} source folded, {counts['whole']} folded "
-          f"whole ({len(solutions)} solutions); figures loaded: "
-          f"{', '.join(sorted(Path(u).name for u in figures))}")
+          f"whole ({len(solutions)} solutions); figures shown: "
+          f"{', '.join(names)}")
