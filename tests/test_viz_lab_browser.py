@@ -238,13 +238,13 @@ def test_head_switches_in_the_page(page):
     heads, live = roots["lab-heads"], roots["live"]
     ids = TOK.encode("And God said")
     button = heads.find_element(By.CSS_SELECTOR, "button.attnlib-lab-head[data-layer='0'][data-head='1']")
-    assert button.get_attribute("aria-pressed") == "false" and "layer 1, head 2" in button.get_attribute("aria-label")
+    assert button.get_attribute("aria-pressed") == "false" and "layer 0, head 1" in button.get_attribute("aria-label")
     before = heads_probs(d, heads)
     np.testing.assert_allclose(before[0], before[1])                     # nothing off: the same
     button.click()
     assert button.get_attribute("aria-pressed") == "true"
-    assert state(heads)["off"] == "L1H2" and state(live)["off"] == "L1H2"
-    assert "L1H2" in live.find_element(By.CSS_SELECTOR, ".attnlib-live-offnote").text
+    assert state(heads)["off"] == "L0H1" and state(live)["off"] == "L0H1"
+    assert "layer 0, head 1" in live.find_element(By.CSS_SELECTOR, ".attnlib-live-offnote").text
     with torch.no_grad(), ablated(REF, [(0, 1)]):
         p_off = torch.softmax(REF(torch.tensor([ids])).logits[0, -1], -1).numpy()
     with torch.no_grad():
@@ -274,7 +274,7 @@ def test_head_switches_in_the_page(page):
     other = heads.find_element(By.CSS_SELECTOR, "button.attnlib-lab-head[data-layer='1'][data-head='3']")
     d.execute_script("arguments[0].focus()", other)
     other.send_keys(Keys.SPACE)
-    assert state(heads)["off"] == "L2H4"
+    assert state(heads)["off"] == "L1H3"
 
 
 def test_experiments_lens_and_steps_in_the_page(page):
@@ -283,7 +283,7 @@ def test_experiments_lens_and_steps_in_the_page(page):
     tries = heads.find_elements(By.CSS_SELECTOR, "button.attnlib-lab-try")
     assert len(tries) == 3 and EXPERIMENTS[0]["sentence"] in tries[0].get_attribute("aria-label")
     tries[0].click()
-    assert state(heads)["off"] == "L1H1,L1H2,L1H3,L1H4"
+    assert state(heads)["off"] == "L0H0,L0H1,L0H2,L0H3"
     assert (state(live)["layer"], state(live)["head"]) == ("1", "2")
     assert live.find_element(By.CSS_SELECTOR, "textarea").get_attribute("value") == "And God said unto Moses"
     tries[1].click()

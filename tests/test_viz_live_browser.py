@@ -312,7 +312,7 @@ def test_keyboard_only(page32):
     svg.send_keys(Keys.ARROW_DOWN, Keys.ARROW_DOWN, Keys.ARROW_RIGHT)
     tip = root.find_element(By.CSS_SELECTOR, ".attnlib-tooltip")
     assert tip.is_displayed() and "query \u201cd\u201d (2) \u2192 key \u201cn\u201d (1)" in tip.text
-    assert "weight = " in tip.text and "layer 2" in tip.text
+    assert "weight = " in tip.text and "layer 1 \u00b7 head 0" in tip.text
     svg.send_keys(Keys.ENTER)
     assert state(d, root)["row"] == "2"
     assert "position 2" in root.find_element(By.CSS_SELECTOR, ".attnlib-bars-head").text

@@ -50,7 +50,7 @@
     function nOff() { var n = 0; S.off.forEach(function (r) { r.forEach(function (v) {
       n += v ? 0 : 1; }); }); return n; }
     function offList() { var o = []; S.off.forEach(function (r, l) { r.forEach(function (v, h) {
-      if (!v) o.push("L" + (l + 1) + "H" + (h + 1)); }); }); return o; }
+      if (!v) o.push("L" + l + "H" + h); }); }); return o; }
 
     /* ---- static frame ---- */
     div("attnlib-title", root, P.title);
@@ -65,7 +65,7 @@
 
     var controls = div("attnlib-controls", root);
     function range(name, n, onchange) {
-      var r = K.slider(controls, name, { max: n - 1, text: function (v) { return String(v + 1);
+      var r = K.slider(controls, name, { max: n - 1, text: function (v) { return String(v);
         }, oninput: onchange });
       if (n < 2) r.parentNode.style.display = "none";
       return r;
@@ -173,7 +173,8 @@
     function changed() {
       var o = offList();
       offNote.textContent = o.length ? "Switched off below (\u201cSwitch heads off\u201d): " +
-        o.join(", ") + ". Every number here is the model without " + (o.length > 1 ?
+        o.map(function (x) { return x.replace(/L(\d+)H(\d+)/, "layer $1, head $2"); })
+          .join("; ") + ". Every number here is the model without " + (o.length > 1 ?
         "them" : "it") + "." : "";
       offNote.style.display = o.length ? "block" : "none";
       listeners.forEach(function (f) { f(); });
@@ -480,7 +481,7 @@
       var T = S.ids.length, D = c.C / c.H;
       if (!T) return;
       var a = S.added[0], b = S.added[1];
-      div("attnlib-live-head", kv, "KV cache: layer " + (S.layer + 1) + ", head " + (S.head + 1));
+      div("attnlib-live-head", kv, "KV cache: layer " + S.layer + ", head " + S.head);
       div("attnlib-live-note", kv, S.steps === 0
         ? "Prefill: your " + T + " tokens went through the model together; every layer stored " +
           T + " key rows and " + T + " value rows (" + c.H + " heads \u00d7 " + D +
@@ -503,8 +504,8 @@
         var ch = Math.max(4, Math.min(14, Math.floor(280 / T))), cw = 10, left = 38, fs = 10;
         var every = Math.ceil((fs + 1) / ch);
         var s = el("svg", { "class": "attnlib-live-kvplot", width: left + D * cw + 4,
-          height: T * ch + 4, role: "img", "aria-label": kvp[0] + " rows of layer " + (S.layer +
-          1) + ", head " + (S.head + 1) + "; rows " + a + " to " + (b - 1) + " are new" }, box);
+          height: T * ch + 4, role: "img", "aria-label": kvp[0] + " rows of layer " + S.layer +
+          ", head " + S.head + "; rows " + a + " to " + (b - 1) + " are new" }, box);
         for (i = 0; i < T; i++) {
           for (j = 0; j < D; j++) {
             var v = kvp[1][off + i * D + j];
@@ -538,7 +539,7 @@
       tip.show(probe, ["query " + quoted(P.vocab[S.ids[i]]) + " (" + i + ") \u2192 key " +
         quoted(P.vocab[S.ids[j]]) + " (" + j + ")",
         "weight = " + (j > i ? "0 (masked: the future)" : fix(weight(i, j), 4)),
-        "layer " + (S.layer + 1) + " \u00b7 head " + (S.head + 1)], figure, n);
+        "layer " + S.layer + " \u00b7 head " + S.head], figure, n);
     }
     function selectRow(i) { S.row = i; paint(true); }
     /* the cell (row-major index) under a pointer event on the drawing, -1 outside the matrix; the

@@ -191,7 +191,7 @@ def live_model(gpt: GPT, tokenizer: CharTokenizer, *, title: Optional[str] = Non
 
 
 def _fallback(live: LiveModel, prompt: str, ids: list[int], tok: CharTokenizer) -> str:
-    """Static first state (for hosts that run no scripts): layer 1 head 1 as SVG, top next
+    """Static first state (for hosts that run no scripts): layer 0 head 0 as SVG, top next
     tokens."""
     from .live_static import static_picture
 

@@ -57,17 +57,17 @@ window.attnlibLiveLab = function (api) {
   var grid = K.div("attnlib-lab-grid", A.root), headBtns = [];
   grid.style.gridTemplateColumns = "auto repeat(" + c.H + ", 64px)";
   for (var l = 0; l < c.L; l++) {
-    K.div("attnlib-lab-layer", grid, "layer " + (l + 1));
+    K.div("attnlib-lab-layer", grid, "layer " + l);
     for (var h = 0; h < c.H; h++) {
       (function (l, h) {
         /* one name whatever the state (pressed = switched off, aria-pressed says which) */
-        var b = K.button("attnlib-lab-head", grid, "", "switch off layer " + (l + 1) +
-          ", head " + (h + 1), function () {
+        var b = K.button("attnlib-lab-head", grid, "", "switch off layer " + l +
+          ", head " + h, function () {
           var off = api.state().off.map(function (r) { return r.slice(); });
           off[l][h] = off[l][h] ? 0 : 1;
           api.setOff(off);
         });
-        K.plate(b, "head " + (h + 1)); /* readable on the hatch when pressed */
+        K.plate(b, "head " + h); /* readable on the hatch when pressed */
         b.setAttribute("data-layer", l); b.setAttribute("data-head", h);
         headBtns.push(b);
       })(l, h);
@@ -168,7 +168,7 @@ window.attnlibLiveLab = function (api) {
       return o.sort(function (a, b) { return p[b] - p[a] || a - b; }).slice(0, R);
     });
     var names = ["embedding"];
-    for (var l = 1; l <= c.L; l++) names.push("layer " + l + (l === c.L ? " = output" : ""));
+    for (var l = 0; l < c.L; l++) names.push("layer " + l + (l === c.L - 1 ? " = output" : ""));
     var actual = B.pos + 1 < n ? ids()[B.pos + 1] : -1;
     var hm = K.heatmap({ parent: Bfig, avail: B.w - 70, rows: names, cols: ["1st", "2nd", "3rd",
       "4th", "5th"], palette: seq, lo: 0, hi: 1, digits: 4, cellMax: 56, cellMin: 30, rowLabelClass:
@@ -239,19 +239,19 @@ window.attnlibLiveLab = function (api) {
       Cselect.textContent = "";
       steps.forEach(function (st, k) {
         K.div("", Cselect, (k + 1) + ". " + (st.layer >= 0 && st.layer < c.L ?
-          "layer " + (st.layer + 1) + ": " : "") + NAMES[st.key], "option").value = String(k);
+          "layer " + st.layer + ": " : "") + NAMES[st.key], "option").value = String(k);
       });
     }
     Cselect.value = String(C.step);
     prev.disabled = C.step === 0; next.disabled = C.step === steps.length - 1;
     var st = steps[C.step];
     Chead.textContent = "Step " + (C.step + 1) + " of " + steps.length + ": " + (st.layer >= 0 &&
-      st.layer < c.L ? "layer " + (st.layer + 1) + ", " : "") + NAMES[st.key];
+      st.layer < c.L ? "layer " + st.layer + ", " : "") + NAMES[st.key];
     Cfn.textContent = st.fn;
     var rows, cols, vals, lo, hi, pal, digits = 3, kind;
     if (st.weights) {
       kind = "weights";
-      rows = st.weights.map(function (_, h) { return "head " + (h + 1) + (st.off &&
+      rows = st.weights.map(function (_, h) { return "head " + h + (st.off &&
         !st.off[h] ? " (off)" : ""); });
       cols = ids().slice(0, C.pos + 1).map(function (id) { return tok(id); });
       vals = st.weights; lo = 0; hi = 1; pal = seq;

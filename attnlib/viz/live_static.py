@@ -28,13 +28,14 @@ def static_picture(weights: np.ndarray, tokens: list[str], next_tokens: list[tup
     T = len(tokens)
     future = np.triu(np.ones((T, T), dtype=bool), k=1)  # masked by the causal mask: drawn grey
     svg = matrix_svg(np.where(future, np.nan, weights), tokens, tokens, palette=palette,
-                     vmin=0.0, vmax=1.0, label="attention of layer 1, head 1",
+                     vmin=0.0, vmax=1.0,
+                     label="attention of layer 0, head 0 (counted from 0)",
                      footer="key (query rows; colour: weight 0 to 1, viridis)")
     nxt = ", ".join(f"\u201c{html.escape(_shown(t))}\u201d {p:.2f}" for t, p in next_tokens)
     intro = (f"<b>{html.escape(title)}</b>: a trained model that runs in your browser, "
              "where you type your own text. Scripts do not run here (a notebook viewer, or an "
              "untrusted notebook: run the cell or trust it; in the book, allow JavaScript), so "
-             "this is a still picture of its first state: the attention of layer 1, head 1 over "
-             "the starting text.")
+             "this is a still picture of its first state: the attention of layer 0, head 0 "
+             "(counted from 0) over the starting text.")
     return (f'<p style="margin:0 0 6px">{intro}</p>{svg}'
             f'<p style="margin:6px 0 0">Most likely next characters: {nxt}.</p>')
