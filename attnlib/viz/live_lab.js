@@ -103,7 +103,8 @@ window.attnlibLiveLab = function (api) {
     K.div("attnlib-lab-subhead", Afig, "next character after " + K.quoted(tok(ids()[n - 1])) +
       " (the end of the text above)");
     var hm = K.heatmap({ parent: Afig, avail: A.w - 70, rows: ["all heads on",
-      "with " + off.length + " off"], cols: cols.map(tok), palette: seq, lo: 0, hi: 1,
+      off.length + (off.length === 1 ? " head off" : " heads off")], cols: cols.map(tok),
+      palette: seq, lo: 0, hi: 1,
       digits: 4, cellText: true, cellMax: 48, cellMin: 30, rowLabelClass: "attnlib-qlabel",
       hatchId: "attnlib-hatch-lab-" + api.uid, selectedCol: A.sel, colLabelAngle: 0,
       label: "next-character probabilities with all heads on and with the heads switched off",
@@ -193,7 +194,7 @@ window.attnlibLiveLab = function (api) {
     if (follow >= 0) {
       K.div("", Bnote, (B.token >= 0 ? "" : "The text continues with ") + K.quoted(tok(follow)) +
         ": probability " + probs.map(function (p) { return K.fmt(p[follow], 3);
-        }).join(" \u2192 ") + " (embedding \u2192 layer " + c.L + ")." +
+        }).join(" \u2192 ") + " (embedding \u2192 layer " + (c.L - 1) + ")." +
         (B.token >= 0 ? "" : " Click a cell to follow another character."));
     }
     B.root.setAttribute("data-state", ["ids=" + hashIds(ids()), "pos=" + B.pos, "token=" + B.token,
