@@ -173,9 +173,8 @@
     function changed() {
       var o = offList();
       offNote.textContent = o.length ? "Switched off below (\u201cSwitch heads off\u201d): " +
-        o.map(function (x) { return x.replace(/L(\d+)H(\d+)/, "layer $1, head $2"); })
-          .join("; ") + ". Every number here is the model without " + (o.length > 1 ?
-        "them" : "it") + "." : "";
+        o.map(function (x) { return x.replace(/L(\d+)H(\d+)/, "layer $1, head $2"); }).join("; ") +
+        ". Every number here is the model without " + (o.length > 1 ? "them" : "it") + "." : "";
       offNote.style.display = o.length ? "block" : "none";
       listeners.forEach(function (f) { f(); });
     }
