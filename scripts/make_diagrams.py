@@ -346,7 +346,7 @@ def tokenize_pipeline() -> Svg:
             "The text 'The Transformer attends' is split by the WordPiece tokenizer of "
             "all-MiniLM-L6-v2 into six pieces: [CLS], the, transform, ##er, attends, [SEP]. Each "
             "piece is looked up in the vocabulary to give an integer id (101, 1996, 10938, 2121, "
-            "23933, 102). Each id selects one row of the embedding table E of shape (vocab, C), a "
+            "23933, 102). Each id selects one row of the embedding table E of shape (|V|, C), a "
             "vector of C numbers, so T = 6 tokens become a (T, C) matrix X.")
     xs = [152 + i * 98 for i in range(6)]
     mid = (xs[0] + xs[-1]) / 2
@@ -366,9 +366,10 @@ def tokenize_pipeline() -> Svg:
         s.text(x, 221, str(i), size=16)
         s.arrow((x, 234), (x, 264))
         s.cells(x - 9, 268, [[c] for c in vector(i, 8, COLORS["X"][0])], cell=18)
-    s.text(mid, 186, "the piece's id in the vocabulary", size=14, color=MUTED, halo=True)
-    s.text(mid, 256, "row E[id] of the embedding table E: (vocab, C)", size=14, color=MUTED,
-           halo=True)
+    # what each step does, in the left column, clear of the arrows
+    for y, lab in ((240, "its index"), (256, "in the"), (272, "vocabulary"),
+                   (358, "row E[id]"), (374, "of table E,"), (390, "(|V|, C)")):
+        s.text(20, y, lab, size=13, anchor="start", color=MUTED)
     s.text(350, 440, "T = 6 tokens: ids (T,) → token vectors (T, C)", size=15)
     s.text(350, 464, "C numbers per token, the model's width (8 drawn; 384 in this model)",
            size=14, color=MUTED)
@@ -1646,9 +1647,9 @@ NARROW: dict[str, list[tuple]] = {
                            {"hide": [(90, 106)], "drop": [(397, 66)]}),
                           ("wrap", 90, 106),
                           ("row", (15, 120, 95, 420), (105, 120, 398, 420),
-                           {"scale": 0.88, "hide": [(180, 190), (250, 260)], "drop": [(397, 66)]}),
+                           {"scale": 0.88, "drop": [(397, 66)]}),
                           ("row", (15, 120, 95, 420), (398, 120, 695, 420),
-                           {"scale": 0.88, "hide": [(180, 190), (250, 260)], "drop": [(397, 66)]}),
+                           {"scale": 0.88, "drop": [(397, 66)]}),
                           ("wrap", 180, 190), ("wrap", 250, 260), ("wrap", 430, 470)],
     "sentence_embedding": [("crop", 40, 18, 330, 80), ("crop", 330, 18, 626, 80), ("wrap", 100, 135),
                            ("wrap", 165, 175), ("crop", 40, 178, 330, 312),
