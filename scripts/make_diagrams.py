@@ -7,7 +7,7 @@
 Plain string templates, no dependency beyond the standard library. One visual language for the
 whole book:
 
-- the same colours in every diagram (Okabe-Ito, colour-blind safe): queries blue, keys vermillion,
+- the same colours in every diagram (Okabe-Ito, colour-blind safe): queries blue, keys vermilion,
   values bluish green; token vectors grey; attention weights reddish purple; positions and the
   feed-forward network orange; LayerNorm yellow; masked (blocked) entries hatched grey, as
   in the chapters' heatmaps;
