@@ -540,7 +540,7 @@ def padding_mask() -> Svg:
            color=MUTED)
     for b in range(2):
         x0 = 160 + b * 280
-        s.text(x0 + 78, 196, f"sentence {b}: weights (T_q, T_k)", size=14)
+        s.text(x0 + 78, 196, f"sentence {b}: allowed (T_q, T_k)", size=14)
         for t, w in enumerate(batch[b]):
             s.text(x0 + 22 + t * 52, 222, w, size=12, color=MUTED)
             s.text(x0 - 8, 250 + t * 44, w, size=12, anchor="end", color=MUTED)
