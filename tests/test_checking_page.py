@@ -123,3 +123,56 @@ def test_checking_page_keeps_contributor_material_last() -> None:
     named = re.findall(r"tests/\w+\.py|conftest\.py|nbval_sanitize|run_tests\.py|"
                        r"importorskip|notebooks-default", prose)
     assert not named, f"contributor material above 'For contributors': {named}"
+
+
+def clock_checked_chapters() -> set[int]:
+    """Chapters with an assert on a clock reading: a name assigned from ``best_time``, from a
+    ``perf_counter()`` difference or from a function that calls one, or from such a name."""
+    import ast
+
+    def clock(value: ast.AST) -> bool:
+        return bool(re.search(r"best_time\(|perf_counter\(\) -", ast.unparse(value)))
+
+    def names(targets: list[ast.AST]) -> set[str]:
+        out = set()
+        for t in targets:
+            while isinstance(t, ast.Subscript):  # secs[T] = ...: secs holds clock readings
+                t = t.value
+            out |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
+        return out
+
+    found = set()
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        body = []
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] == "code":
+                code = re.sub(r"^(\s*)[%!].*$", r"\1pass", "".join(cell["source"]), flags=re.M)
+                try:
+                    body += ast.parse(code).body
+                except SyntaxError:  # an exercise left for the reader to complete
+                    pass
+        nodes = list(ast.walk(ast.Module(body=body, type_ignores=[])))
+        timed = {n.name for n in nodes if isinstance(n, ast.FunctionDef) and clock(n)}
+        while True:
+            before = len(timed)
+            for node in nodes:
+                if isinstance(node, (ast.Assign, ast.AugAssign)):
+                    used = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+                    if clock(node.value) or used & timed:
+                        timed |= names(node.targets if isinstance(node, ast.Assign)
+                                       else [node.target])
+            if len(timed) == before:
+                break
+        if any(isinstance(node, ast.Assert) and any(
+                isinstance(n, ast.Name) and n.id in timed for n in ast.walk(node.test))
+               for node in nodes):
+            found.add(int(path.name[:2]))
+    return found
+
+
+def test_speed_checks_paragraph_names_the_chapters_that_assert_on_clocks() -> None:
+    """checking.md's "Speed checks" lists exactly the chapters whose asserts read a clock."""
+    page = (ROOT / "book" / "checking.md").read_text()
+    para = page.split("**Speed checks.**", 1)[1].split("\n\n", 1)[0]
+    listed = re.search(r"but chapters ([\d, and\n]+?) assert", para).group(1)
+    assert {int(n) for n in re.findall(r"\d+", listed)} == clock_checked_chapters()
