@@ -576,8 +576,8 @@ def render_chapters(doc: dict) -> str:
 
 
 def render_chapters_total(doc: dict) -> str:
-    """One phrase for a sentence: the fastest and slowest timed notebook, the sum, the machine,
-    the days of the runs."""
+    """One phrase for a sentence: the fastest and slowest timed notebook, the sum, the machine
+    (when each ran is on the benchmarks page's table of notebooks, not here)."""
     if not NOTEBOOK_TIMES.exists():
         return "(no execution times recorded: run `python scripts/execute_notebooks.py`)"
     times = json.loads(NOTEBOOK_TIMES.read_text())
@@ -589,14 +589,11 @@ def render_chapters_total(doc: dict) -> str:
     chapters = sum(name[:2].isdigit() for name in times)
     what = ", ".join([f"{chapters} chapters"] + [pages.get(n, f"`{n}`") for n in times
                                                 if not n[:2].isdigit()])
-    days = sorted({t["utc"][:10] for t in times.values()})
-    when = (f"all on {days[0]}" if len(days) == 1 else
-            f"on several days from {days[0]} to {days[-1]}, not in one sitting")
     name = (f"chapter {int(slowest[:2])}, `{slowest}`" if slowest[:2].isdigit()
             else pages.get(slowest, f"`{slowest}`") + f", `{slowest}`")
     return (f"{min(seconds):.0f} s to {max(seconds):.0f} s ({name}, is the slowest) on a "
             f"{cores}-core {cpus} machine; all {len(times)} notebooks ({what}) together took "
-            f"{sum(seconds):.0f} s, each run once, one at a time, {when}")
+            f"{sum(seconds):.0f} s, about {sum(seconds) / 60:.0f} minutes")
 
 
 def render_gpu(doc: dict) -> str:
