@@ -121,8 +121,8 @@ def functional_generate(gpt: nn.Module, prompt: Tensor, n: int) -> Tensor:
         B, T = ids.shape
         x = (F.embedding(ids, gpt.embed.tok_emb.weight)
              + gpt.embed.pos_emb.weight[start:start + T])
-        for i, L in enumerate(gpt.layers):
-            a = L.self_attn
+        for i, L in enumerate(gpt.layers):  # L: one layer; h: a hidden tensor
+            a = L.self_attn  # norm1, then norm3 (norm2 is cross-attention's)
             h = F.layer_norm(x, (C,), L.norm1.weight, L.norm1.bias, eps)
             q, k, v = (F.linear(h, p.weight, p.bias).view(B, T, H, -1)
                        .transpose(1, 2)

@@ -282,7 +282,7 @@ def test_stored_full_results_and_book_page_agree() -> None:
     # A line that starts with an HTML comment starts a raw HTML block and ends the paragraph, so a
     # number filled in mid-sentence must not open a line.
     starts = [line for line in page.splitlines()
-              if re.match(r"<!-- BEGIN generated:(\w+) -->.*<!-- END generated:\1 -->", line)]
+              if re.match(r"\s*<!-- BEGIN generated:(\w+) -->.*<!-- END generated:\1 -->", line)]
     assert not starts, f"generated numbers at the start of a line break their paragraph: {starts}"
 
 
@@ -362,7 +362,8 @@ def test_browser_report_renders_a_run() -> None:
                       "weight_bytes": 5.4e8},
            "targets": [{"name": "browser: decode, tokens/s", "value": 9.0, "op": ">=", "limit": 5.0, "met": True}]}
     out = render_browser_doc(run)
-    assert "| decode: 32 tokens after the prefill, tokens/s | 9 | - | 20 | - |" in out
+    # measured values keep three significant digits, trailing zeros included (one precision a column)
+    assert "| decode: 32 tokens after the prefill, tokens/s | 9.00 | - | 20.0 | - |" in out
     assert "5%" in out and "noisy" not in out and "| met |" in render_browser_record_doc(run)
     assert "98 MB (the GGUF file)" in out and "540 MB (float32)" in out
     assert "120 ms wait for typing to pause included" in out  # attnlib/viz/llm.js's pause, which the page's answer includes
@@ -373,7 +374,7 @@ def test_browser_report_renders_a_run() -> None:
                                 {**rnd, "decode_tok_s": 11.0, "tab_bytes": 4e8, "tab_added_bytes": 1e8}]
     run["browser"]["tab_bytes"] = 4e8
     out = render_browser_doc(run)  # the range over rounds; the first round's memory, the most beside it
-    assert "| 9 (9 to 11) |" in out and "| 300 MB |" in out and "up to 400 MB in all" in out
+    assert "| 9.00 (9.00 to 11.0) |" in out and "| 300 MB |" in out and "up to 400 MB in all" in out
 
 
 def check_structure(doc: dict) -> None:
