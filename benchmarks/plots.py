@@ -53,15 +53,17 @@ def attention_plots(doc: dict, stem: Path) -> list[Path]:
 
 
 def models_plots(doc: dict, stem: Path) -> list[Path]:
-    """Forward time relative to HF's (the median of per-round ratios), on a linear axis from 0."""
+    """Forward time relative to HF's (the median of per-round ratios), on a linear axis from 0; HF
+    sdpa, the reference, is the dashed line at 1 (a bar of height 1 would carry no number)."""
     runs = doc["benchmarks"]["models"]["runs"]
     fig, ax = plt.subplots(figsize=(WIDTH, HEIGHT))
     x = list(range(len(runs)))
-    w = 0.27
-    for i, (name, label, ratio) in enumerate((("HF transformers", "HF sdpa", lambda r: 1.0),
-                                              ("attnlib", "attnlib", lambda r: r["attnlib_over_hf"]),
+    w = 0.35
+    ax.axhline(1.0, ls="--", lw=1.2, color=COLOR["HF transformers"], label="HF sdpa (= 1)",
+               zorder=3)
+    for i, (name, label, ratio) in enumerate((("attnlib", "attnlib", lambda r: r["attnlib_over_hf"]),
                                               ("HF, eager attention", "HF eager", lambda r: r["eager_over_sdpa"]))):
-        ax.bar([j + (i - 1) * w for j in x], [ratio(r) for r in runs], w, color=COLOR[name], label=label)
+        ax.bar([j + (i - 0.5) * w for j in x], [ratio(r) for r in runs], w, color=COLOR[name], label=label)
     ax.set(xticks=x, xticklabels=[r["shape"] for r in runs], ylim=(0, 1.45),
            ylabel="time / HF's time", title=f"One forward over T={runs[0]['T']} tokens, relative to HF")
     ax.legend(loc="upper center", ncol=3)  # above the bars, which stay near 1
@@ -75,16 +77,18 @@ def _per_round(run: dict, num: str, den: str) -> float:
 
 
 def generation_plots(doc: dict, stem: Path) -> list[Path]:
-    """Decode speed relative to attnlib without the cache (linear, from 0); each cached step of
-    one generate call relative to that call's median step (linear)."""
+    """Decode speed relative to attnlib without the cache (linear, from 0; that reference is the
+    dashed line at 1); each cached step of one generate call relative to that call's median step
+    (linear)."""
     runs = doc["benchmarks"]["generation"]["runs"]
     fig, ax = plt.subplots(figsize=(WIDTH, HEIGHT))
     x = list(range(len(runs)))
-    w = 0.27
-    for i, (name, key, label) in enumerate((("attnlib, no cache", "attnlib_no_cache", "attnlib, no cache"),
-                                            ("attnlib", "attnlib_cache", "attnlib, cache"),
+    w = 0.35
+    ax.axhline(1.0, ls="--", lw=1.2, color=COLOR["attnlib, no cache"], label="attnlib, no cache (= 1)",
+               zorder=3)
+    for i, (name, key, label) in enumerate((("attnlib", "attnlib_cache", "attnlib, cache"),
                                             ("HF transformers", "hf_cache", "HF, cache"))):
-        ax.bar([j + (i - 1) * w for j in x], [_per_round(r, "attnlib_no_cache", key) for r in runs], w,
+        ax.bar([j + (i - 0.5) * w for j in x], [_per_round(r, "attnlib_no_cache", key) for r in runs], w,
                color=COLOR[name], label=label)
     top = max(_per_round(r, "attnlib_no_cache", k) for r in runs for k in ("attnlib_cache", "hf_cache"))
     ax.set(xticks=x, xticklabels=[r["shape"] for r in runs], ylim=(0, top * 1.45),  # room for the legend above the bars

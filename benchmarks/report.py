@@ -832,7 +832,8 @@ def render_browser_decode(doc: dict) -> str:
     if row is not None:
         full = row["tokens_per_s"]["attnlib_cache"]
         said += (f" The full run ({doc['env']['utc'][:10]}) measured attnlib at {_num(full)} tokens/s "
-                 "with its prefill included, which can only lower a rate")
+                 f"with its prefill included and {row['new']} new tokens, not 32, on a longer cache: both "
+                 "can only lower a rate")
         if full > p:  # attnlib ran slow in the browser run: the gap there is overstated
             said += (f"; so attnlib ran slower in the browser run than in the full run, and the gap "
                      f"is overstated: against the full run's rate the page's {_num(b)} is at most "
