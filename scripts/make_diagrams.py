@@ -356,8 +356,10 @@ def tokenize_pipeline() -> Svg:
         s.text(20, y, lab, size=15, anchor="start", color=MUTED, weight="bold")
     for x in xs:
         s.arrow((mid, 66), (x, 124), color="#939393", width=1.2)
+    # a white band behind the label, so that no arrow runs through its letters
+    s.rect(mid - 175, 87, 350, 18, "#ffffff", "none", rx=4, width=0)
     s.text(mid, 100, "tokenizer: lower-case, split into WordPiece pieces", size=14,
-           color=MUTED, halo=True)
+           color=MUTED)
     for x, p, i in zip(xs, pieces, ids):
         s.rect(x - 46, 126, 92, 36, "#ffffff", INK, rx=6)
         s.text(x, 150, p, size=15)
@@ -377,10 +379,10 @@ def tokenize_pipeline() -> Svg:
 
 
 def embedding_position() -> Svg:
-    words, ids = ["I", "like", "tea"], [1045, 2066, 5572]
+    words, ids = ["i", "like", "tea"], [1045, 2066, 5572]  # as the tokenizer writes them
     s = Svg("embedding_position", 700, 440,
             "x_i = e_i + p_i: token vector plus position vector",
-            "For 'I like tea', each token at position i gets its token vector e_i, the row of the "
+            "For 'I like tea' (tokens 'i', 'like', 'tea'; [CLS] and [SEP] left out), each token at position i gets its token vector e_i, the row of the "
             "embedding table E for its id (1045, 2066, 5572), and a position vector p_i, row i of "
             "the position table P. The two are added element by element, so x_i has the same "
             "width C. Stacking x_0, x_1, x_2 gives X of shape (T, C) = (3, C).")
