@@ -21,12 +21,9 @@
     P.vocab.forEach(function (ch, i) { stoi[ch] = i; });
     var palette = K.palette(P.palette);
     function colour(v) { return K.colour(palette, v, 0, 1); }
-    /* K/V values: blue (negative) - white - orange (positive), colour-blind safe */
-    function signed(v, m) {
-      var t = Math.max(-1, Math.min(1, v / m)), a = Math.abs(t);
-      return "rgb(" + (t < 0 ? [33, 102, 172] : [230, 97, 1]).map(function (e) {
-        return Math.round(255 - a * (255 - e)); }).join(",") + ")";
-    }
+    /* K/V values: the lab's diverging palette (blue below zero, white, red above) */
+    var diverging = K.palette(P.paletteDiv);
+    function signed(v, m) { return K.colour(diverging, v, -m, m); }
 
     function encode(text) { /* one token per character (code point), as attnlib.CharTokenizer */
       var ids = [], bad = [];
@@ -423,8 +420,8 @@
         barEls = { head: div("attnlib-bars-head", bars), settings: div("attnlib-live-settings",
           bars), rows: [], note: null };
         barEls.head.title = "The bars are the distribution sampling draws from at these " +
-          "settings; the number in brackets is the model's own probability " +
-          "(temperature 1, no cut).";
+          "settings (cut: left out by top-k or top-p); hover a bar's number for the model's " +
+          "own probability (temperature 1, no cut).";
         top.forEach(function () {
           var row = div("attnlib-bar", bars), tok = div("attnlib-bar-token", row),
             fill = div("attnlib-bar-fill", div("attnlib-bar-track", row));
