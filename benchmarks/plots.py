@@ -65,7 +65,8 @@ def models_plots(doc: dict, stem: Path) -> list[Path]:
                                               ("HF, eager attention", "HF eager", lambda r: r["eager_over_sdpa"]))):
         ax.bar([j + (i - 0.5) * w for j in x], [ratio(r) for r in runs], w, color=COLOR[name], label=label)
     ax.set(xticks=x, xticklabels=[r["shape"] for r in runs], ylim=(0, 1.45),
-           ylabel="time / HF's time", title=f"One forward over T={runs[0]['T']} tokens, relative to HF")
+           ylabel="time / HF sdpa's time (lower is faster)",
+           title=f"One forward over T={runs[0]['T']} tokens, relative to HF sdpa")
     ax.legend(loc="upper center", ncol=3)  # above the bars, which stay near 1
     return [_save(fig, stem.with_name(f"{stem.name}_models.svg"))]
 
@@ -93,7 +94,8 @@ def generation_plots(doc: dict, stem: Path) -> list[Path]:
     top = max(_per_round(r, "attnlib_no_cache", k) for r in runs for k in ("attnlib_cache", "hf_cache"))
     ax.set(xticks=x, xticklabels=[r["shape"] for r in runs], ylim=(0, top * 1.45),  # room for the legend above the bars
            ylabel="tokens/s / attnlib's without cache",
-           title=f"Greedy decoding after a {runs[0]['prompt']}-token prompt")
+           title=f"Greedy decoding after a {runs[0]['prompt']}-token prompt\nnew tokens: "
+                 + ", ".join(f"{r['shape']} {r['new']}" for r in runs))
     # three short columns, clear of the frame and of the axes' right edge
     ax.legend(loc="upper center", ncol=3, columnspacing=0.8, handlelength=1.2, borderaxespad=0.6)
     speed = _save(fig, stem.with_name(f"{stem.name}_generation_speed.svg"))

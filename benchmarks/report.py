@@ -295,15 +295,18 @@ def render_fwd_profile(doc: dict) -> str:
     big = lambda op: op in PRODUCT_OPS or "scaled_dot_product" in op  # noqa: E731
     total = {side: prof[side]["top"][0]["self_ms"] / prof[side]["top"][0]["share"] for side in prof}
     ours, theirs = ms("attnlib", lambda op: "gelu" in op), ms("hf_sdpa", lambda op: op in HF_GELU_OPS)
+    # the differences are taken between the printed (rounded) values, so a reader's subtraction agrees
+    r1 = lambda x: round(x, 1)  # noqa: E731
     return (f"on {run['shape']} (the ratio furthest from 1). The matrix "
             f"products and the attention kernel took {ms('attnlib', big):.1f} ms in attnlib and "
             f"{ms('hf_sdpa', big):.1f} ms in HF; the whole forwards took "
             f"{total['attnlib']:.1f} and {total['hf_sdpa']:.1f} ms. "
             f"GPT-2's {{term}}`GELU` took {ours:.1f} ms as attnlib's one `aten::gelu` and {theirs:.1f} ms as HF's "
-            f"separate `tanh`, `pow` and `mul` calls (its `add` calls not counted), "
-            f"{theirs - ours:.1f} of the {total['hf_sdpa'] - total['attnlib']:.1f} ms between the "
-            f"two profiled forwards: a measured cause for {run['shape']}'s ratio of "
-            f"{run['attnlib_over_hf']:.3f}, though no run timed the GELU alone.")
+            f"separate `tanh`, `pow` and `mul` calls (its `add` calls not counted): the "
+            f"{r1(theirs) - r1(ours):.1f} ms between them are most of the "
+            f"{r1(total['hf_sdpa']) - r1(total['attnlib']):.1f} ms between the two profiled forwards "
+            f"(their ratio, {total['attnlib'] / total['hf_sdpa']:.2f}, is near the timed "
+            f"{run['attnlib_over_hf']:.3f})")
 
 
 def render_generation(doc: dict) -> str:
@@ -321,10 +324,10 @@ def render_generation(doc: dict) -> str:
     quot = lambda r: r["tokens_per_s"]["attnlib_cache"] / r["tokens_per_s"]["hf_cache"]  # noqa: E731
     ex = max(runs, key=lambda r: abs(quot(r) - r["attnlib_over_hf_tok_s"]))
     return table + (
-        f"\ntok/s: each variant's median over the rounds. A ratio: the median of the rounds' own ratios, "
-        f"which need not equal a quotient of the tok/s columns ({ex['shape']}: "
-        f"{_num(ex['tokens_per_s']['attnlib_cache'])} / {_num(ex['tokens_per_s']['hf_cache'])} = {quot(ex):.2f}, "
-        f"the median paired ratio {ex['attnlib_over_hf_tok_s']:.2f}). The last column compares a late "
+        f"\ntok/s: each variant's median over the rounds, so a quotient of two tok/s columns "
+        f"({ex['shape']}: {_num(ex['tokens_per_s']['attnlib_cache'])} / "
+        f"{_num(ex['tokens_per_s']['hf_cache'])} = {quot(ex):.2f}) need not equal the paired ratio "
+        f"({ex['attnlib_over_hf_tok_s']:.2f}). The last column compares a late "
         f"step with an early one within a run; the runs make "
         f"{' and '.join(str(r['new']) for r in runs)} new tokens, so it is not compared across models.\n")
 
@@ -525,9 +528,9 @@ def render_compile_per_length(doc: dict) -> str:
     if n is None:
         return "too few steps to tell"
     if n > steps:
-        return "more than one a step on average; the run did not record which steps compiled them"
+        return "more than one a step on average"
     if n == steps:
-        return "one a step on average; the run did not record which steps compiled them"
+        return "one a step on average"
     return "fewer graphs than steps"
 
 
@@ -550,8 +553,8 @@ def render_mask_peak(doc: dict) -> str:
     # benchmarks.attention builds the mask (attnlib.causal_mask, bool) before the timed call, and a
     # peak counts only bytes allocated during the call: the mask's own bytes are not in it
     return (f"{c['bool_mask']['peak_bytes'] / MIB:.0f} MiB against {c['is_causal']['peak_bytes'] / MIB:.0f} MiB "
-            f"at T = {T}. The bool mask itself ({T * T / MIB:.0f} MiB) was made before the call and is not "
-            f"counted; the run did not break down the extra {extra:.0f} MiB")
+            f"at T = {T}, {extra:.0f} MiB more. The bool mask itself ({T * T / MIB:.0f} MiB) was made "
+            f"before the call and is not counted")
 
 
 def render_compile_steps(doc: dict) -> str:
@@ -613,9 +616,9 @@ def render_chapters_total(doc: dict) -> str:
                                                 if not n[:2].isdigit()])
     name = (f"chapter {int(slowest[:2])}, `{slowest}`" if slowest[:2].isdigit()
             else pages.get(slowest, f"`{slowest}`") + f", `{slowest}`")
-    return (f"{min(seconds):.0f} s to {max(seconds):.0f} s ({name}, is the slowest) on a "
-            f"{cores}-core {cpus} machine; all {len(times)} notebooks ({what}) together took "
-            f"{sum(seconds):.0f} s, about {sum(seconds) / 60:.0f} minutes")
+    return (f"about {min(seconds):.0f} s to {max(seconds):.0f} s ({name}, is the slowest) on a "
+            f"{cores}-core {cpus} machine; the times of all {len(times)} notebooks ({what}) add up "
+            f"to {sum(seconds):.0f} s, about {sum(seconds) / 60:.0f} minutes")
 
 
 def render_gpu(doc: dict) -> str:
@@ -729,7 +732,8 @@ def render_browser_doc(run: dict) -> str:
         ["load: fetch from a local server + parse (page), read + dequantize (Python), s", _with_range(b["load_s"], each("load_s")),
          cs(b.get("load_cpu_s")), p["load_s"], p.get("load_cpu_s")],
         [f"answer to a typed 6-token prompt, s (page: the last key to the probabilities on screen, its "
-         f"{_typing_pause_ms()} ms wait for typing to pause included; attnlib: encode, forward, softmax)",
+         f"{_typing_pause_ms()} ms wait for typing to pause included, {b['answer_s'] - _typing_pause_ms() / 1e3:.3f} "
+         f"without it; attnlib: encode, forward, softmax)",
          _with_range(b["answer_s"], [a for r in rounds for a in r.get("answers", [])]), cs(b.get("answer_cpu_s")),
          p["answer_s"], p.get("answer_cpu_s")],
         ["32-token prefill, s", _with_range(b["prefill32_s"], each("prefill32_s")), cs(b.get("prefill32_cpu_s")),
@@ -816,31 +820,26 @@ def render_browser_decode(doc: dict) -> str:
     threads = "both on one thread" if n == 1 else f"attnlib on {n} threads"
     stall = run["browser"].get("cpu_stall")
     noisy = ", a noisy run" if stall is not None and stall > MAX_STALL else ""
-    rounds = run["settings"]["rounds"]
+    ratio = f"{b / p:.2f} times attnlib's rate, " if b > p and not _tie(b / p) else ""
     said = (f"in the browser run ({run['env']['utc'][:10]}{noisy}), the page decoded {than} "
-            f"attnlib, timed right after it on the same machine: {_num(b)} against {_num(p)} tokens/s "
-            f"({threads}), the page holding {share:.2f} of attnlib's weight bytes.")
-    if noisy and not _tie(b / p):
-        said += (f" Each side is the median of {rounds} rounds on a busy machine, the page's rounds "
-                 "first, then attnlib's, not alternating: part of the gap may be noise.")
-    if b > p and not _tie(b / p):
-        said += (" A step uses every weight, so the page read fewer bytes per token; whether that explains "
-                 "the gap, the run does not show: nothing was timed with only the bytes changed, and "
-                 f"attnlib's decode steps above read at {_over_models('generation', 'fraction_of_read_rate')(doc)} "
-                 "of a plain sum's rate.")
+            f"attnlib, timed right after it on the same machine ({threads}): {_num(b)} against "
+            f"{_num(p)} tokens/s, {ratio}with {share:.2f} of attnlib's weight bytes.")
     row = (doc["benchmarks"].get("smollm2", {}).get("runs") or [None])[0]
-    if row is not None:
+    if row is not None and b > p and not _tie(b / p):
         full = row["tokens_per_s"]["attnlib_cache"]
-        said += (f" The full run ({doc['env']['utc'][:10]}) measured attnlib at {_num(full)} tokens/s "
-                 f"with its prefill included and {row['new']} new tokens, not 32, on a longer cache: both "
-                 "can only lower a rate")
         if full > p:  # attnlib ran slow in the browser run: the gap there is overstated
-            said += (f"; so attnlib ran slower in the browser run than in the full run, and the gap "
-                     f"is overstated: against the full run's rate the page's {_num(b)} is at most "
-                     f"{b / full:.2f} times attnlib's, not {b / p:.2f} (the page was not timed in "
-                     "the full run).")
+            said += (f" That ratio likely overstates the gap: the two sides ran one after the other, not "
+                     f"alternating{', on a busy machine' if noisy else ''}, and attnlib's {_num(p)} is below the {_num(full)} tokens/s "
+                     f"of the full run ({doc['env']['utc'][:10]}), whose call ({row['new']} new tokens, "
+                     "its prefill included) can only lower a rate.")
+            mine = lambda env: f"{env.get('device_name')}, {env.get('cpu_count')} cores"  # noqa: E731
+            same = (f"both are recorded only as {mine(run['env'])}" if mine(run["env"]) == mine(doc["env"])
+                    else f"recorded as {mine(run['env'])} and {mine(doc['env'])}")
+            said += (f" If the two runs' machines were alike ({same}), "
+                     f"the page is at most {b / full:.2f} times as fast as attnlib; whether its fewer bytes "
+                     "explain that, no run shows.")
         else:
-            said += "; the page was not timed in that run."
+            said += " The page was not timed in the full run."
     return said
 
 
@@ -895,6 +894,10 @@ def render_structure(doc: dict) -> str:
     return render_structure_doc(json.loads(STRUCTURE_JSON.read_text()))
 
 
+# the structure run's "shipped" model is chapter 10's trained GPT; "tiny" names the random 4x256 model
+SHIPPED_NAME = "chapter 10's GPT (trained)"
+
+
 def render_structure_doc(run: dict) -> str:
     env, s, res = run["env"], run["settings"], run["benchmarks"]["structure"]
     each = [r["timing"].get("processes") for r in res["runs"]]
@@ -906,7 +909,7 @@ def render_structure_doc(run: dict) -> str:
     # Ratios only: a process's per-variant median times swing with it, so tok/s columns can
     # contradict the paired ratios (a quotient of medians is not a median of ratios).
     procs = lambda r, k: ", ".join(f"{p[k]:.3f}" for p in r["timing"].get("processes") or []) or "-"  # noqa: E731
-    rows = [[f"{'shipped tiny GPT (trained)' if r['shape'] == 'shipped' else r['shape'] + ' (d=256, 4 layers, random)'}"
+    rows = [[f"{SHIPPED_NAME if r['shape'] == 'shipped' else r['shape'] + ' (d=256, 4 layers, random)'}"
              f", {r['prompt']}+{r['new']}", f"{r['attnlib_over_loop']:.3f}", procs(r, "attnlib"),
              f"{r['nanogpt_over_loop']:.3f}", procs(r, "nanogpt_modules"),
              r["lines_per_step"]] for r in res["runs"]]
