@@ -46,7 +46,7 @@ class TransformerConfig:
     # 1 = multi-query, 1 < G < H = grouped-query: query head h reads key/value head h // (H / G)
     norm: str = "layernorm"   # "layernorm" | "rmsnorm" (Llama: no centring, no bias); eps as above
     rope_base: float = 10000.0  # RoPE base theta (positional="rope"); Llama 3 uses 500000
-    # Attention in 2026 models:
+    # Attention in recent models (chapter 13):
     sliding_window: Optional[int] = None  # W: query i sees keys i-W+1 .. i (Mistral); None: all
     attention: str = "mha"   # "mha" (grouped-/multi-query through n_kv_heads) | "mla" (DeepSeek)
     kv_lora_rank: Optional[int] = None  # MLA: width of the latent c_kv that the cache holds
