@@ -617,8 +617,10 @@ def render_chapters_total(doc: dict) -> str:
                                                 if not n[:2].isdigit()])
     name = (f"chapter {int(slowest[:2])}, `{slowest}`" if slowest[:2].isdigit()
             else pages.get(slowest, f"`{slowest}`") + f", `{slowest}`")
-    return (f"about {min(seconds):.0f} s to {max(seconds):.0f} s ({name}, is the slowest) on a "
-            f"{cores}-core {cpus} machine; the times of all {len(times)} notebooks ({what}) add up "
+    days = sorted({t["utc"][:10] for t in times.values()})
+    where = (f"on a {cores}-core {cpus} machine" if len(days) == 1 else
+             f"on {cores}-core {cpus} machines, not in one sitting ({len(days)} dates)")
+    return (f"about {min(seconds):.0f} s to {max(seconds):.0f} s ({name}, is the slowest) {where}; the times of all {len(times)} notebooks ({what}) add up "
             f"to {sum(seconds):.0f} s, about {sum(seconds) / 60:.0f} minutes")
 
 
