@@ -46,3 +46,26 @@ def test_the_slowest_recorded_notebooks_go_first(monkeypatch, tmp_path):
     got = ex.run([tmp_path / "a.ipynb", tmp_path / "c.ipynb", tmp_path / "b.ipynb"], jobs=2)
     assert order == ["b.ipynb", "a.ipynb", "c.ipynb"]  # 50 s, 5 s, never recorded
     assert sorted(got) == ["a.ipynb", "b.ipynb", "c.ipynb"]
+
+
+def test_kernels_are_pinned_to_avx2_only_where_the_cpu_has_it_and_nothing_is_set(monkeypatch, tmp_path):
+    sys.path.insert(0, str(SCRIPT.parent))
+    import execute_notebooks as ex
+
+    real_path = ex.Path
+    for var in ex.STORED_KERNELS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")  # the reader's own choice stays
+    cpuinfo = tmp_path / "cpuinfo"
+
+    def fake_path(arg, *rest):
+        return cpuinfo if arg == "/proc/cpuinfo" else real_path(arg, *rest)
+
+    monkeypatch.setattr(ex, "Path", fake_path)
+    cpuinfo.write_text("flags\t\t: fpu sse2 avx\n")  # no AVX2: nothing pinned
+    assert ex.pin_kernels() == {}
+    assert "MKL_ENABLE_INSTRUCTIONS" not in ex.os.environ
+    cpuinfo.write_text("flags\t\t: fpu sse2 avx avx2 avx512f\n")
+    assert ex.pin_kernels() == {"MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    assert ex.os.environ["ATEN_CPU_CAPABILITY"] == "default"
+    assert ex.os.environ["MKL_ENABLE_INSTRUCTIONS"] == "AVX2"
