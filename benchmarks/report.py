@@ -273,6 +273,27 @@ def render_attention_time_figure(doc: dict) -> str:
             f":alt: {alt}\n:width: 480px\n\nBoth axes logarithmic; the table below gives each point.\n```\n")
 
 
+def render_lead_attention(doc: dict) -> str:
+    """The page's opening summary of attention: the math path's paired time ratio over the fused
+    kernel's past the first T, and the two peaks at the last T (the attention table's numbers)."""
+    sizes = doc["benchmarks"]["attention"]["sizes"]
+    r = [statistics.median(_round_ratios(x, "attnlib_math", "attnlib_sdpa")) for x in sizes[1:]]
+    lo, hi = f"{min(r):.1f}", f"{max(r):.1f}"
+    last = sizes[-1]["memory"]
+    fused, math = (_num(last[k]["peak_bytes"] / MIB, fixed=True)
+                   for k in ("attnlib_sdpa", "attnlib_math"))
+    return (f"{lo if lo == hi else f'{lo} to {hi}'} times as fast as the math path from "
+            f"T = {sizes[1]['T']} to {sizes[-1]['T']}, and at T = {sizes[-1]['T']} its peak "
+            f"memory was {fused} MiB against {math} MiB")
+
+
+def render_lead_cache(doc: dict) -> str:
+    """The cache speedups of the generation table, per model."""
+    runs = doc["benchmarks"]["generation"]["runs"]
+    parts = [f"{r['cache_speedup']:.2f} ({r['shape']})" for r in runs]
+    return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]
+
+
 def render_models(doc: dict) -> str:
     rows = [[r["shape"], r["T"], r["timing"]["median_s"]["hf_sdpa"] * 1e3, r["timing"]["median_s"]["attnlib"] * 1e3,
              _tied(r["attnlib_over_hf"]), _tied(r["eager_over_sdpa"])]
@@ -825,26 +846,26 @@ def render_browser_decode(doc: dict) -> str:
     threads = "both on one thread" if n == 1 else f"attnlib on {n} threads"
     stall = run["browser"].get("cpu_stall")
     noisy = ", a noisy run" if stall is not None and stall > MAX_STALL else ""
-    ratio = f"{b / p:.2f} times attnlib's rate, " if b > p and not _tie(b / p) else ""
+    ratio = f": {b / p:.2f} times attnlib's rate" if b > p and not _tie(b / p) else ""
     said = (f"in the browser run ({run['env']['utc'][:10]}{noisy}), the page decoded {than} "
             f"attnlib, timed right after it on the same machine ({threads}): {_num(b)} against "
-            f"{_num(p)} tokens/s, {ratio}with {share:.2f} of attnlib's weight bytes.")
+            f"{_num(p)} tokens/s{ratio}, with {share:.2f} of attnlib's weight bytes.")
     row = (doc["benchmarks"].get("smollm2", {}).get("runs") or [None])[0]
     if row is not None and b > p and not _tie(b / p):
         full = row["tokens_per_s"]["attnlib_cache"]
         if full > p:  # attnlib ran slow in the browser run: the gap there is overstated
-            said += (f" That ratio likely overstates the gap: the two sides ran one after the other, not "
-                     f"alternating{', on a busy machine' if noisy else ''}, and attnlib's {_num(p)} is below the {_num(full)} tokens/s "
-                     f"of the full run ({doc['env']['utc'][:10]}), whose call ({row['new']} new tokens, "
-                     "its prefill included) can only lower a rate.")
+            said += (f" Take that ratio as rough: the two sides ran one after the other, not "
+                     f"alternating{', on a busy machine' if noisy else ''}, and in the full run "
+                     f"({doc['env']['utc'][:10]}) attnlib made {_num(full)} tokens/s even though that call "
+                     f"({row['new']} new tokens) counted its prefill, which can only lower a rate.")
             mine = lambda env: f"{env.get('device_name')}, {env.get('cpu_count')} cores"  # noqa: E731
-            same = (f"both are recorded only as {mine(run['env'])}" if mine(run["env"]) == mine(doc["env"])
+            same = (f"both recorded only as {mine(run['env'])}" if mine(run["env"]) == mine(doc["env"])
                     else f"recorded as {mine(run['env'])} and {mine(doc['env'])}")
-            said += (f" If the two runs' machines were alike ({same}), the page would be about "
-                     f"{b / full:.2f} times as fast as attnlib, if both numbers stood"
-                     + ("; but waiting for a CPU only slows a run, so the noisy browser run's rate may be "
-                        "low, and nothing bounds the ratio from above" if noisy else "")
-                     + "; whether its fewer bytes explain the gap, no run shows.")
+            said += (f" Against that rate the page would be about {b / full:.2f} times as fast, if the two "
+                     f"machines were alike ({same})"
+                     + ("; the noisy browser run may have slowed the page too, so this is no "
+                        "upper bound" if noisy else "")
+                     + ". Whether the page's fewer bytes explain the gap, no run shows.")
         else:
             said += " The page was not timed in the full run."
     return said
@@ -1015,6 +1036,7 @@ RENDER = {"structure": render_structure, "env": render_env, "attention_kernel": 
           "attention_shape": render_attention_shape, "mask_ratio_max": render_mask_ratio_max,
           "prefill_tokens": render_prefill_tokens, "read_rows": render_read_rows,
           "structure_tiny_ratio": render_structure_tiny_ratio,
+          "lead_attention": render_lead_attention, "lead_cache": render_lead_cache,
           **{name: _inline(name) for name in INLINE}}
 
 
