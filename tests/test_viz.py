@@ -502,3 +502,21 @@ def test_explorer_opens_on_the_initial_state_it_is_given():
         viz.explorer(data, list("abcd"), initial={"step": 75}, **kw)
     with pytest.raises(TypeError, match="initial must be a dict"):
         viz.explorer(data, list("abcd"), initial=[2, 0], **kw)
+
+
+def test_explorer_axis_names_only_where_given():
+    """axis_names=(rows, columns) names what a matrix that is not attention holds (chapter 12's
+    block pool); without it, or with the default names, the payload and HTML stay exactly as
+    before, so every other stored explorer stays valid."""
+    data = softmax_weights(2, 3, 4)  # (step, rows, columns)
+    plain = viz.explorer(data, list("abc"), list("wxyz"), dims=("step",))
+    assert "axes" not in plain.payload
+    same = viz.explorer(data, list("abc"), list("wxyz"), dims=("step",),
+                        axis_names=("query", "key"))
+    assert same.to_html(full_page=True) == plain.to_html(full_page=True)
+    named = viz.explorer(data, list("abc"), list("wxyz"), dims=("step",),
+                         axis_names=("blocks", "offset"))
+    assert named.payload["axes"] == ["blocks", "offset"]
+    for bad in (("blocks",), ("blocks", ""), ("a", "b", "c")):
+        with pytest.raises(ValueError, match="axis_names must be two non-empty names"):
+            viz.explorer(data, list("abc"), list("wxyz"), dims=("step",), axis_names=bad)

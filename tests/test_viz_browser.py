@@ -387,3 +387,26 @@ def test_explorer_opens_on_its_initial_state(driver, tmp_path):
     assert r.get_attribute("data-state") == "example=0;layer=1;head=1;row=-1"
     assert values(r) == expected(W[1, 1].numpy())
     assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []
+
+
+def test_axis_names_reach_titles_tooltip_and_row_panel(driver, tmp_path):
+    """An explorer given axis_names=(rows, columns) says them wherever it would say query and
+    key: the axis titles, a cell's tooltip, the row panel (chapter 12's block pool)."""
+    data = torch.rand(2, 3, 4)
+    ex = viz.explorer(data, ["0-3", "4-7", "8-11"], [f"+{c}" for c in range(4)],
+                      dims=("step",), axis_names=("blocks", "offset"), value_name="sequence")
+    path = tmp_path / "axes.html"
+    path.write_text(ex.to_html(full_page=True), encoding="utf-8")
+    driver.get_log("browser")
+    driver.get(path.as_uri())
+    r = driver.find_element(By.CSS_SELECTOR, "div.attnlib-explorer")
+    axes = [t.text for t in r.find_elements(By.CSS_SELECTOR, "svg.attnlib-plot .attnlib-axis")]
+    assert axes == ["offset", "blocks"], axes
+    ActionChains(driver).move_to_element(cells(r)[1 * 4 + 3]).perform()
+    tip = r.find_element(By.CSS_SELECTOR, ".attnlib-tooltip").text
+    assert "blocks \u201c4-7\u201d (1) \u2192 offset \u201c+3\u201d (3)" in tip, tip
+    assert "query" not in tip and "key" not in tip
+    r.find_elements(By.CSS_SELECTOR, ".attnlib-rowlabel")[2].click()
+    head = r.find_element(By.CSS_SELECTOR, ".attnlib-bars-head").text
+    assert head.startswith("blocks \u201c8-11\u201d") and head.endswith("for each offset")
+    assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []

@@ -26,6 +26,8 @@
     /* ids of runtime-made <pattern>/<linearGradient> must differ between copies of one output */
     var uid = K.uid(root), palette = K.palette(P.palette);
     var scale = Math.pow(10, P.digits), span = P.vmax - P.vmin;
+    /* what rows and columns are: queries and keys, unless the payload names them */
+    var rowName = P.axes ? P.axes[0] : "query", colName = P.axes ? P.axes[1] : "key";
     function colourOf(v) { return K.colour(palette, v, P.vmin, P.vmax); }
     var decoded = [];
     function values(e) { if (!decoded[e]) decoded[e] = K.unpack(P.examples[e]); return decoded[e]; }
@@ -74,9 +76,10 @@
       geo = { cell: cell, left: left, top: top, tq: tq, tk: tk };
       svg = el("svg", { "class": "attnlib-plot", width: W, height: H, viewBox: "0 0 " + W + " " + H,
         tabindex: "0", role: "group", focusable: "true",
-        "aria-label": (P.title ? P.title + ": " : "") + P.valueName + " matrix, " + tq +
-          " queries by " + tk + " keys. Arrow keys move, Enter highlights the query row, " +
-          "Escape clears." }, figure);
+        "aria-label": (P.title ? P.title + ": " : "") + P.valueName + " matrix, " + (P.axes ?
+          tq + " rows (" + rowName + ") by " + tk + " columns (" + colName + ")" : tq +
+          " queries by " + tk + " keys") + ". Arrow keys move, Enter highlights the " +
+          rowName + " row, Escape clears." }, figure);
       K.hatch(svg, "attnlib-hatch-" + uid);
       var grid = el("g", {}, svg);
       cells = []; cellText = []; rowLabels = [];
@@ -96,8 +99,8 @@
           y: top + i * cell + cell / 2 + 4,
           "text-anchor": "end", tabindex: "-1", role: "button", "data-row": i, /* the
              matrix is one tab stop */
-          "aria-label": "query " + i + ": " + ex.rows[i] }, svg, shown(ex.rows[i], 14));
-        el("title", {}, t, "query " + i + ": " + quoted(ex.rows[i]));
+          "aria-label": rowName + " " + i + ": " + ex.rows[i] }, svg, shown(ex.rows[i], 14));
+        el("title", {}, t, rowName + " " + i + ": " + quoted(ex.rows[i]));
         if (i % rowStep) t.setAttribute("visibility", "hidden");
         rowLabels.push(t);
       }
@@ -105,13 +108,13 @@
         var x = left + j * cell + cell / 2 + 4, y = top + tq * cell + 8;
         var ct = el("text", { "class": "attnlib-collabel", x: x, y: y, "text-anchor": "end",
           transform: "rotate(-45 " + x + " " + y + ")" }, svg, shown(ex.cols[j], 14));
-        el("title", {}, ct, "key " + j + ": " + quoted(ex.cols[j]));
+        el("title", {}, ct, colName + " " + j + ": " + quoted(ex.cols[j]));
       }
       el("text", { "class": "attnlib-axis", x: left + tk * cell / 2, y: H - 2, "text-anchor":
-        "middle" }, svg, "key");
+        "middle" }, svg, colName);
       var qx = 10, qy = top + tq * cell / 2;
       el("text", { "class": "attnlib-axis", x: qx, y: qy, "text-anchor": "middle",
-        transform: "rotate(-90 " + qx + " " + qy + ")" }, svg, "query");
+        transform: "rotate(-90 " + qx + " " + qy + ")" }, svg, rowName);
       /* the highlighted query row: a black frame with a white inner line, visible on any colour */
       rowBox = el("rect", { "class": "attnlib-rowbox", x: left - 1.5, width: tk * cell + 2 - gap,
         height: cell + 2 - gap, fill: "none", stroke: "#000", "stroke-width": "3", visibility:
@@ -182,10 +185,11 @@
     function paintBars() {
       var ex = P.examples[state.ex];
       bars.textContent = "";
-      if (state.row < 0) { div("attnlib-hint", bars, "Click a query token (row label) or a cell: " +
-        "its row shows here, " + P.valueName + " for each key."); return; }
-      div("attnlib-bars-head", bars, "query " + quoted(ex.rows[state.row]) + " \u2192 " +
-        P.valueName + " for each key");
+      if (state.row < 0) { div("attnlib-hint", bars, "Click a " + rowName + (P.axes ? "" :
+        " token") + " (row label) or a cell: its row shows here, " + P.valueName + " for each " +
+        colName + "."); return; }
+      div("attnlib-bars-head", bars, rowName + " " + quoted(ex.rows[state.row]) + " \u2192 " +
+        P.valueName + " for each " + colName);
       var V = values(state.ex), base = offset() + state.row * geo.tk,
         m = Math.max(Math.abs(P.vmin), Math.abs(P.vmax));
       for (var j = 0; j < geo.tk; j++) {
@@ -193,7 +197,7 @@
         var row = div("attnlib-bar", bars);
         row.setAttribute("data-col", j);
         var tok = div("attnlib-bar-token", row, shown(ex.cols[j], 14));
-        tok.title = "key " + j + ": " + quoted(ex.cols[j]);
+        tok.title = colName + " " + j + ": " + quoted(ex.cols[j]);
         var track = div("attnlib-bar-track", row);
         if (kind === -1 || kind === 2) div("attnlib-bar-masked", track);
         else {
@@ -217,8 +221,8 @@
       if (P.examples.length > 1) where.push(ex.name);
       P.dims.forEach(function (d, k) { if (d.labels.length > 1) where.push(d.name + " " +
         d.labels[state.idx[k]]); });
-      tip.show(cells[n], ["query " + quoted(ex.rows[i]) + " (" + i + ") \u2192 key " +
-        quoted(ex.cols[j]) + " (" + j + ")", [P.valueName + " = ", fmt(kind, code, P.digits)],
+      tip.show(cells[n], [rowName + " " + quoted(ex.rows[i]) + " (" + i + ") \u2192 " + colName +
+        " " + quoted(ex.cols[j]) + " (" + j + ")", [P.valueName + " = ", fmt(kind, code, P.digits)],
         where.join(" \u00b7 ")], figure, n);
     }
     function selectRow(i) { state.row = i; paint(); }

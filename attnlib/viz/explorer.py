@@ -116,7 +116,8 @@ def explorer(data: Any, row_tokens: Optional[Sequence[Any]] = None,
              examples: Optional[Sequence[str]] = None, title: Optional[str] = None,
              value_name: str = "weight", diverging: bool = False, vmin: Optional[float] = None,
              vmax: Optional[float] = None, digits: int = 3, cmap: Optional[str] = None,
-             initial: Optional[Mapping[str, Any]] = None) -> Explorer:
+             initial: Optional[Mapping[str, Any]] = None,
+             axis_names: Optional[Sequence[str]] = None) -> Explorer:
     """Precompute every state of a (*leading, Tq, Tk) array for the browser explorer.
 
     Args:
@@ -137,6 +138,9 @@ def explorer(data: Any, row_tokens: Optional[Sequence[Any]] = None,
         initial: {dim name: label} of the state it opens on, e.g. {"step": 400} to open at the
             end of training (default: the first label of every dim); the still picture shows it
             too.
+        axis_names: (rows, columns): what the axis titles, hover text and row panel call them
+            (default ("query", "key")), e.g. ("blocks", "offset") for a matrix that is not
+            attention.
     Returns:
         An ``Explorer``; display it to draw it. ``-inf``/NaN cells are drawn as masked.
     """
@@ -194,6 +198,10 @@ def explorer(data: Any, row_tokens: Optional[Sequence[Any]] = None,
         dim_spec.append({"name": name, "labels": labels})
 
     start = _initial_indices(initial, dim_spec)
+    axes = None if axis_names is None else [str(a) for a in axis_names]
+    if axes is not None and (len(axes) != 2 or not all(axes)):
+        raise ValueError(f"axis_names must be two non-empty names (rows, columns), got "
+                         f"{axis_names!r}")
     lo, hi = colour_range(np.concatenate([a.ravel() for a in arrays]), vmin, vmax, diverging)
     ex_payload = []
     for name, a, rt, ct in zip(examples, arrays, rows_per, cols_per):
@@ -210,6 +218,8 @@ def explorer(data: Any, row_tokens: Optional[Sequence[Any]] = None,
     }
     if start is not None:  # only then: an explorer opened on its first state keeps its old HTML
         payload["initial"] = start
+    if axes is not None and axes != ["query", "key"]:  # likewise: only where named
+        payload["axes"] = axes
     return Explorer(payload)
 
 
