@@ -517,6 +517,7 @@ def test_explorer_axis_names_only_where_given():
     named = viz.explorer(data, list("abc"), list("wxyz"), dims=("step",),
                          axis_names=("blocks", "offset"))
     assert named.payload["axes"] == ["blocks", "offset"]
+    assert "blocks=3, offset=4" in repr(named) and "queries=3, keys=4" in repr(plain)
     for bad in (("blocks",), ("blocks", ""), ("a", "b", "c")):
         with pytest.raises(ValueError, match="axis_names must be two non-empty names"):
             viz.explorer(data, list("abc"), list("wxyz"), dims=("step",), axis_names=bad)

@@ -80,8 +80,9 @@ class Explorer(HtmlOutput):
         if all(r == c for r, c in shapes):
             parts.append("tokens=" + "|".join(str(r) for r, _ in shapes))
         else:
-            parts.append("queries=" + "|".join(str(r) for r, _ in shapes))
-            parts.append("keys=" + "|".join(str(c) for _, c in shapes))
+            row_name, col_name = p.get("axes", ("queries", "keys"))
+            parts.append(f"{row_name}=" + "|".join(str(r) for r, _ in shapes))
+            parts.append(f"{col_name}=" + "|".join(str(c) for _, c in shapes))
         title = f"{p['title']!r}, " if p["title"] else ""
         return f"Explorer({title}{', '.join(parts)})"
 
