@@ -231,10 +231,13 @@ def _per_token_note(doc: dict) -> str:
 
 
 def render_shapes(doc: dict) -> str:
-    """The models timed: random weights (seeded) in GPT-2's layout, at the sizes of models.SHAPES."""
-    rows = [[r["shape"], r["config"]["n_layers"], r["config"]["d_model"], r["config"]["n_heads"],
-             r["config"]["vocab_size"]] for r in doc["benchmarks"]["models"]["runs"]]
-    return _md_table(["model (random weights, GPT-2's layout)", "layers", "width", "heads", "vocabulary"], rows)
+    """The models timed: random weights (seeded) in GPT-2's layout, at the sizes of models.SHAPES.
+    One column per model, one row per size, so that the table fits a phone's column (390 px)."""
+    runs = doc["benchmarks"]["models"]["runs"]
+    rows = [[name] + [r["config"][key] for r in runs]
+            for name, key in (("layers", "n_layers"), ("width", "d_model"), ("heads", "n_heads"),
+                              ("vocabulary", "vocab_size"))]
+    return _md_table(["model"] + [r["shape"] for r in runs], rows)
 
 
 def render_attention(doc: dict) -> str:
