@@ -1,4 +1,4 @@
-"""Sliding-window attention (Mistral, Gemma): each query sees only its last W positions.
+"""Sliding-window attention (Mistral, Gemma 2): each query sees only its last W positions.
 
 A causal model with window W lets the query at position i attend to keys i-W+1 .. i (W keys,
 itself included, never a later one). Stacked layers still carry information further back: after
