@@ -643,7 +643,7 @@ def render_chapters_total(doc: dict) -> str:
             else pages.get(slowest, f"`{slowest}`") + f", `{slowest}`")
     days = sorted({t["utc"][:10] for t in times.values()})
     where = (f"on a {cores}-core {cpus} machine" if len(days) == 1 else
-             f"on {cores}-core {cpus} machines, not in one sitting ({len(days)} dates)")
+             f"on {cores}-core {cpus} machines (timed on {len(days)} different days)")
     return (f"about {min(seconds):.0f} s to {max(seconds):.0f} s ({name}, is the slowest) {where}; the times of all {len(times)} notebooks ({what}) add up "
             f"to {sum(seconds):.0f} s, about {sum(seconds) / 60:.0f} minutes")
 
