@@ -338,9 +338,15 @@ def _layout(table: dict, narrow: bool) -> SimpleNamespace:
 
 
 # ------------------------------------------------------------------------------- the diagrams
+# chapter 1's opening diagram: all-MiniLM-L6-v2's WordPiece pieces and ids for this text, typed
+# here and held equal to the tokenizer's own by tests/test_book_figures.py
+TOKENIZE_TEXT = "The Transformer attends"
+TOKENIZE_PIECES = ["[CLS]", "the", "transform", "##er", "attends", "[SEP]"]
+TOKENIZE_IDS = [101, 1996, 10938, 2121, 23933, 102]
+
+
 def tokenize_pipeline() -> Svg:
-    pieces = ["[CLS]", "the", "transform", "##er", "attends", "[SEP]"]
-    ids = [101, 1996, 10938, 2121, 23933, 102]
+    pieces, ids = TOKENIZE_PIECES, TOKENIZE_IDS
     s = Svg("tokenize_pipeline", 700, 480,
             "From text to pieces to ids to vectors",
             "The text 'The Transformer attends' is split by the WordPiece tokenizer of "
@@ -351,15 +357,14 @@ def tokenize_pipeline() -> Svg:
     xs = [152 + i * 98 for i in range(6)]
     mid = (xs[0] + xs[-1]) / 2
     s.rect(mid - 170, 20, 340, 44, COLORS["X"][1], COLORS["X"][0], rx=8, width=2)
-    s.text(mid, 48, "“The Transformer attends”", size=18)
+    s.text(mid, 48, f"“{TOKENIZE_TEXT}”", size=18)
     for y, lab in ((42, "text"), (146, "pieces"), (220, "ids"), (338, "vectors")):
         s.text(20, y, lab, size=15, anchor="start", color=MUTED, weight="bold")
     for x in xs:
         s.arrow((mid, 66), (x, 124), color="#939393", width=1.2)
-    # a white band behind the label, so that no arrow runs through its letters
-    s.rect(mid - 175, 87, 350, 18, "#ffffff", "none", rx=4, width=0)
-    s.text(mid, 100, "tokenizer: lower-case, split into WordPiece pieces", size=14,
-           color=MUTED)
+    # what the tokenizer does, in the left column like the other steps, clear of the arrows
+    for y, lab in ((66, "tokenizer:"), (82, "lower-case, split"), (98, "into WordPiece pieces")):
+        s.text(20, y, lab, size=13, anchor="start", color=MUTED)
     for x, p, i in zip(xs, pieces, ids):
         s.rect(x - 46, 126, 92, 36, "#ffffff", INK, rx=6)
         s.text(x, 150, p, size=15)
@@ -1645,9 +1650,8 @@ NARROW: dict[str, list[tuple]] = {
     "embedding_position": [("row", (22, 10, 110, 276), (176, 10, 528, 276), {"scale": 0.755}),
                            ("wrap", 115, 200, 530, 700), ("crop", 280, 272, 570, 358),
                            ("wrap", 360, 420)],
-    "tokenize_pipeline": [("crop", 220, 15, 575, 110, 0.95,
-                           {"hide": [(90, 106)], "drop": [(397, 66)]}),
-                          ("wrap", 90, 106),
+    "tokenize_pipeline": [("crop", 220, 15, 575, 70, 0.95, {"drop": [(397, 66)]}),
+                          ("wrap", 60, 104, 0, 200),
                           ("row", (15, 120, 95, 420), (105, 120, 398, 420),
                            {"scale": 0.88, "drop": [(397, 66)]}),
                           ("row", (15, 120, 95, 420), (398, 120, 695, 420),

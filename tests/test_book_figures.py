@@ -216,6 +216,21 @@ def _make_diagrams():
     return make_diagrams
 
 
+def test_the_tokenizer_diagrams_pieces_and_ids_are_the_tokenizers():
+    """Chapter 1's opening diagram types its pieces and ids by hand (tokenize_pipeline in
+    make_diagrams.py): they must be what all-MiniLM-L6-v2's WordPiece tokenizer gives."""
+    md = _make_diagrams()
+    from attnlib.pretrained import WordPieceTokenizer, minilm_dir
+
+    try:
+        folder = minilm_dir()
+    except ModuleNotFoundError as err:
+        pytest.skip(str(err))
+    tok = WordPieceTokenizer.from_file(folder / "tokenizer.json")
+    assert tok.tokens(md.TOKENIZE_TEXT) == md.TOKENIZE_PIECES
+    assert tok.encode(md.TOKENIZE_TEXT) == md.TOKENIZE_IDS
+
+
 def test_every_diagram_has_a_narrow_layout_that_keeps_its_text_size():
     """Phones (a 390 px screen: a 358 px column) show X.narrow.svg at its own size, so its text
     is as large as it is drawn: 360 px wide at most, no crop scaled below 0.74 (a 13 px label
