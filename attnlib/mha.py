@@ -75,11 +75,14 @@ class MultiHeadAttention(nn.Module):
         """(B, T, H * D) -> (B, H, T, D). The transpose matters: a bare view would cut across
         tokens.
 
-        Also splits keys/values (B, T, G * D) -> (B, G, T, D): the count is read off the width."""
+        Also splits keys/values (B, T, G * D) -> (B, G, T, D): the count is read off the width.
+        :meth:`forward` writes the same view out (a method call per head split is a decode
+        step's Python overhead)."""
         return t.view(t.shape[0], t.shape[1], -1, self.head_dim).transpose(1, 2)  # (B, H, T, D)
 
     def merge_heads(self, t: Tensor) -> Tensor:
-        """(B, H, T, D) -> (B, T, C): heads side by side (concatenation, not a sum)."""
+        """(B, H, T, D) -> (B, T, C): heads side by side (concatenation, not a sum); written out
+        in :meth:`forward`."""
         return t.transpose(1, 2).flatten(2)  # (B, T, H, D) -> (B, T, H * D)
 
     def check_input(self, name: str, t: Any) -> None:
@@ -118,10 +121,12 @@ class MultiHeadAttention(nn.Module):
         if checking():  # a model that calls this layer has checked its arguments already
             self.check_call(x, context, attn_mask, is_causal, need_weights, cache, layer_idx,
                             backend)
-        q = self.split_heads(self.q_proj(x))  # (B, H, Tq, D)
+        B, T, D = x.shape[0], x.shape[1], self.head_dim  # split_heads written out, as nanoGPT
+        q = self.q_proj(x).view(B, T, -1, D).transpose(1, 2)  # (B, H, Tq, D)
         if context is None:  # self-attention: keys and values from x itself
             # (B, G, Tq, D) each: G key/value heads
-            k, v = self.split_heads(self.k_proj(x)), self.split_heads(self.v_proj(x))
+            k = self.k_proj(x).view(B, T, -1, D).transpose(1, 2)
+            v = self.v_proj(x).view(B, T, -1, D).transpose(1, 2)
             if rope is not None:
                 q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
             if cache is not None:
@@ -134,11 +139,11 @@ class MultiHeadAttention(nn.Module):
             if cache is not None:
                 cache.set_cross(layer_idx, k, v, source=context)
         if is_causal:
-            attn_mask, is_causal = causal(attn_mask, x.shape[1], k, self.sliding_window)
+            attn_mask, is_causal = causal(attn_mask, T, k, self.sliding_window)
         p = self.dropout if self.training and dropping(self) else 0.0  # weights' dropout
         out, weights = attend(q, k, v, attn_mask, p, is_causal, need_weights=need_weights,
                               backend=backend, enable_gqa=self.n_kv_heads != self.n_heads)
-        return self.out_proj(self.merge_heads(out)), weights  # (B, Tq, C)
+        return self.out_proj(out.transpose(1, 2).flatten(2)), weights  # merge_heads: (B, Tq, C)
 
     def check_call(self, x: Any, context: Any, attn_mask: Any, is_causal: Any, need_weights: Any,
                    cache: Any, layer_idx: Any, backend: Any) -> None:
