@@ -42,6 +42,16 @@ FORMER_HF_GOALS = {"tiny": 1.8, "gpt2-small": 1.05}
 LABELS = {"25-line loop": "plain loop",
           # the page calls Hugging Face's library "HF" throughout, SmolLM2 included
           "transformers tok/s": "HF tok/s", "same tokens as transformers": "same tokens as HF"}
+# The random models are keyed by size in the runs ("tiny", "6x384", "gpt2-small"); "tiny" (4 layers
+# of width 256) is easy to confuse with chapter 10's tiny GPT, so the page shows it as layers x width.
+SHAPE_NAMES = {"tiny": "4x256"}
+
+
+def _shape(key: str) -> str:
+    """A model's key in the runs (and the JSON) as the page names it."""
+    return SHAPE_NAMES.get(key, key)
+
+
 # Runs record the commit they measured (``env.commit``, from harness.environment); for the runs
 # stored before they did, the commit that stored each (``git log -- benchmarks/results/FILE``),
 # keyed by the run's ``env.utc``.
@@ -68,6 +78,7 @@ def _label(name: str) -> str:
     the value measures)."""
     for old, new in {**LABELS, **MEASURES}.items():
         name = name.replace(old, new)
+    name = re.sub(r"\btiny\b(?! GPT)", SHAPE_NAMES["tiny"], name)  # a model's key, shown
     return name
 
 
@@ -221,7 +232,7 @@ def _per_token_note(doc: dict) -> str:
     from .generation import STEP_RUNS
 
     r = runs["tiny"]
-    return (f"\nTwo measures of how a cached step's time grows with the cache, on tiny: the per-token "
+    return (f"\nTwo measures of how a cached step's time grows with the cache, on {_shape('tiny')}: the per-token "
             f"goal reads the paired one (the generation table's last column, {goal[0]['value']:.2f}), "
             f"one step at each window's middle cache length, the two alternating in paired rounds; "
             f"the other, {_loop_last_over_first(r):.2f}, from the hand loop's steps that the decoding "
@@ -237,7 +248,7 @@ def render_shapes(doc: dict) -> str:
     rows = [[name] + [r["config"][key] for r in runs]
             for name, key in (("layers", "n_layers"), ("width", "d_model"), ("heads", "n_heads"),
                               ("vocabulary", "vocab_size"))]
-    return _md_table(["model"] + [r["shape"] for r in runs], rows)
+    return _md_table(["model"] + [_shape(r["shape"]) for r in runs], rows)
 
 
 def render_attention(doc: dict) -> str:
@@ -293,12 +304,12 @@ def render_lead_attention(doc: dict) -> str:
 def render_lead_cache(doc: dict) -> str:
     """The cache speedups of the generation table, per model."""
     runs = doc["benchmarks"]["generation"]["runs"]
-    parts = [f"{r['cache_speedup']:.2f} ({r['shape']})" for r in runs]
+    parts = [f"{r['cache_speedup']:.2f} ({_shape(r['shape'])})" for r in runs]
     return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]
 
 
 def render_models(doc: dict) -> str:
-    rows = [[r["shape"], r["T"], r["timing"]["median_s"]["hf_sdpa"] * 1e3, r["timing"]["median_s"]["attnlib"] * 1e3,
+    rows = [[_shape(r["shape"]), r["T"], r["timing"]["median_s"]["hf_sdpa"] * 1e3, r["timing"]["median_s"]["attnlib"] * 1e3,
              _tied(r["attnlib_over_hf"]), _tied(r["eager_over_sdpa"])]
             for r in doc["benchmarks"]["models"]["runs"]]
     return _md_table(["model", "T", "HF sdpa ms", "attnlib ms", "attnlib / HF sdpa time", "HF eager / HF sdpa time"],
@@ -322,7 +333,7 @@ def render_fwd_profile(doc: dict) -> str:
     ours, theirs = ms("attnlib", lambda op: "gelu" in op), ms("hf_sdpa", lambda op: op in HF_GELU_OPS)
     # the differences are taken between the printed (rounded) values, so a reader's subtraction agrees
     r1 = lambda x: round(x, 1)  # noqa: E731
-    return (f"on {run['shape']} (the ratio furthest from 1). The matrix "
+    return (f"on {_shape(run['shape'])} (the ratio furthest from 1). The matrix "
             f"products and the attention kernel took {ms('attnlib', big):.1f} ms in attnlib and "
             f"{ms('hf_sdpa', big):.1f} ms in HF; the whole forwards took "
             f"{total['attnlib']:.1f} and {total['hf_sdpa']:.1f} ms. "
@@ -338,7 +349,7 @@ def render_generation(doc: dict) -> str:
     rows = []
     for r in doc["benchmarks"]["generation"]["runs"]:
         t = r["tokens_per_s"]
-        rows.append([f"{r['shape']}, {r['prompt']}+{r['new']}", t["attnlib_no_cache"], t["attnlib_cache"],
+        rows.append([f"{_shape(r['shape'])}, {r['prompt']}+{r['new']}", t["attnlib_no_cache"], t["attnlib_cache"],
                      t["hf_cache"], r["cache_speedup"], _tied(r["attnlib_over_hf_tok_s"]),
                      r["last_over_first_window"]])
     table = _md_table(["model, prompt+new", "no cache tok/s", "cache tok/s", "HF tok/s",
@@ -350,7 +361,7 @@ def render_generation(doc: dict) -> str:
     ex = max(runs, key=lambda r: abs(quot(r) - r["attnlib_over_hf_tok_s"]))
     return table + (
         f"\ntok/s: each variant's median over the rounds, so a quotient of two tok/s columns "
-        f"({ex['shape']}: {_num(ex['tokens_per_s']['attnlib_cache'])} / "
+        f"({_shape(ex['shape'])}: {_num(ex['tokens_per_s']['attnlib_cache'])} / "
         f"{_num(ex['tokens_per_s']['hf_cache'])} = {quot(ex):.2f}) need not equal the paired ratio "
         f"({ex['attnlib_over_hf_tok_s']:.2f}). The last column compares a late "
         f"step with an early one within a run; the runs make "
@@ -368,7 +379,7 @@ def render_steps_figure(doc: dict) -> str:
     from .generation import STEP_RUNS
 
     runs = doc["benchmarks"]["generation"]["runs"]
-    windows = " and ".join(f"{r['window']} for {r['shape']}" for r in runs)
+    windows = " and ".join(f"{r['window']} for {_shape(r['shape'])}" for r in runs)
     return ("```{figure} ../benchmarks/results/full_cpu_generation_steps.svg\n"
             ":alt: Each cached step's time over the loop's median step, linear axis, one line per model.\n"
             ":width: 480px\n\n"
@@ -381,7 +392,7 @@ def render_steps_figure(doc: dict) -> str:
 
 
 def render_layout(doc: dict) -> str:
-    rows = [[r["shape"], r["tokens_per_s"]["attnlib_cache"], r["tokens_per_s"].get("attnlib_in_out"),
+    rows = [[_shape(r["shape"]), r["tokens_per_s"]["attnlib_cache"], r["tokens_per_s"].get("attnlib_in_out"),
              r["tokens_per_s"]["hf_cache"], r["attnlib_over_hf_tok_s"], r.get("in_out_over_hf_tok_s")]
             for r in doc["benchmarks"]["generation"]["runs"]]
     return _md_table(["model", "attnlib tok/s", "(in, out) tok/s", "HF tok/s", "attnlib / HF",
@@ -389,7 +400,7 @@ def render_layout(doc: dict) -> str:
 
 
 def render_memory_bound(doc: dict) -> str:
-    rows = [[r["shape"], r["decode_flop_per_byte"], r["prefill_flop_per_byte"], r["decode_gflops"],
+    rows = [[_shape(r["shape"]), r["decode_flop_per_byte"], r["prefill_flop_per_byte"], r["decode_gflops"],
              r["prefill_gflops"], r["decode_gbs"], r["read_gbs"], r["lm_head_share"]]
             for r in doc["benchmarks"]["generation"]["runs"]]
     return _md_table(["model", "decode FLOP/byte", f"prefill FLOP/byte", "decode GFLOP/s", "prefill GFLOP/s",
@@ -398,7 +409,7 @@ def render_memory_bound(doc: dict) -> str:
 
 
 def render_compiled(doc: dict) -> str:
-    rows = [[r["shape"], r["graph_breaks_forward"], r["compile_forward_s"], _tied(r["compiled_over_eager_forward"]),
+    rows = [[_shape(r["shape"]), r["graph_breaks_forward"], r["compile_forward_s"], _tied(r["compiled_over_eager_forward"]),
              _tied(r["compiled_over_eager_step"]), r["graphs_compiled_per_growing_step"]]
             for r in doc["benchmarks"]["compiled"]["runs"]]
     return _md_table(["model", "graph breaks", "first call (compiling), s",
@@ -456,7 +467,7 @@ def _round_ratios(run: dict, num: str, den: str) -> list[float]:
 def _per_model(bench: str, key: str) -> Callable[[dict], str]:
     """A renderer of ``key`` over the runs of ``bench``: 'A (tiny), B (6x384, a tie) and C (...)'."""
     def render(doc: dict) -> str:
-        parts = [f"{r[key]:.2f} ({r['shape']}{', a tie' if _tie(r[key]) else ''})"
+        parts = [f"{r[key]:.2f} ({_shape(r['shape'])}{', a tie' if _tie(r[key]) else ''})"
                  for r in doc["benchmarks"][bench]["runs"]]
         return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]
     return render
@@ -465,12 +476,12 @@ def _per_model(bench: str, key: str) -> Callable[[dict], str]:
 def render_former_hf_goals(doc: dict) -> str:
     """attnlib / HF decode speed against the goals dropped on 2026-12-03, and whether they would be met."""
     runs = [r for r in doc["benchmarks"]["generation"]["runs"] if r["shape"] in FORMER_HF_GOALS]
-    said = [f"{r['attnlib_over_hf_tok_s']:.2f} against {FORMER_HF_GOALS[r['shape']]:g} ({r['shape']})"
+    said = [f"{r['attnlib_over_hf_tok_s']:.2f} against {FORMER_HF_GOALS[r['shape']]:g} ({_shape(r['shape'])})"
             for r in runs]
     met = [r["attnlib_over_hf_tok_s"] >= FORMER_HF_GOALS[r["shape"]] for r in runs]
     verdict = ("would miss both" if not any(met) else "would meet both" if all(met)
                else "would meet " + " and miss ".join(
-                   r["shape"] for m in (True, False) for r, x in zip(runs, met) if x == m))
+                   _shape(r["shape"]) for m in (True, False) for r, x in zip(runs, met) if x == m))
     return f"{verdict}: " + ", ".join(said)
 
 
@@ -527,13 +538,13 @@ def render_head_shares(doc: dict) -> str:
              for r in runs]
     of_bytes = " and ".join(f"{x:.2f}" for x in share)
     of_step = " and ".join(f"{r['lm_head_share']:.2f}" for r in runs)
-    names = " and ".join(r["shape"] for r in runs)
+    names = " and ".join(_shape(r["shape"]) for r in runs)
 
     def reading(bytes_share: float, r: dict) -> str:  # shares within 0.05 of each other "match"
         if abs(r["lm_head_share"] - bytes_share) <= 0.05:
-            return f"in {r['shape']} the shares match"
-        return (f"in {r['shape']} the blocks' smaller products cost more than their bytes"
-                if r["lm_head_share"] < bytes_share else f"in {r['shape']} the head costs more than its bytes")
+            return f"in {_shape(r['shape'])} the shares match"
+        return (f"in {_shape(r['shape'])} the blocks' smaller products cost more than their bytes"
+                if r["lm_head_share"] < bytes_share else f"in {_shape(r['shape'])} the head costs more than its bytes")
     said = "; ".join(reading(x, r) for x, r in zip(share, runs))
     return f"{of_bytes} of the weights' bytes ({names}) but {of_step} of a step: {said}"
 
@@ -563,7 +574,7 @@ def render_fwd_attention_share(doc: dict) -> str:
     """The fused attention kernel's share of attnlib's forward time (profiler), over the models."""
     runs = doc["benchmarks"]["models"]["runs"]
     shares = sorted((sum(op["share"] for op in r["profile"]["attnlib"]["top"] if "attention" in op["op"]),
-                     r["shape"]) for r in runs)
+                     _shape(r["shape"])) for r in runs)
     (lo, lo_at), (hi, hi_at) = shares[0], shares[-1]
     Ts = sorted({r["T"] for r in runs})
     at = f"T = {Ts[0]}" if len(Ts) == 1 else f"T = {Ts[0]} to {Ts[-1]}"
@@ -671,7 +682,7 @@ def render_gpu_doc(gpu: dict) -> str:
     gen = gpu["benchmarks"].get("generation", {}).get("runs", [])
     if gen:
         out += _md_table(["model", "cache tok/s", "attnlib / HF tok/s"],
-                         [[r["shape"], r["tokens_per_s"]["attnlib_cache"], r["attnlib_over_hf_tok_s"]] for r in gen]) + "\n"
+                         [[_shape(r["shape"]), r["tokens_per_s"]["attnlib_cache"], r["attnlib_over_hf_tok_s"]] for r in gen]) + "\n"
     return out + _targets_md(gpu.get("targets", []))
 
 
@@ -925,7 +936,7 @@ def render_structure(doc: dict) -> str:
     return render_structure_doc(json.loads(STRUCTURE_JSON.read_text()))
 
 
-# the structure run's "shipped" model is chapter 10's trained GPT; "tiny" names the random 4x256 model
+# the structure run's "shipped" model is chapter 10's trained GPT; "tiny" names the random 4x256 model (shown as SHAPE_NAMES says)
 SHIPPED_NAME = "chapter 10's GPT (trained)"
 
 
@@ -940,7 +951,7 @@ def render_structure_doc(run: dict) -> str:
     # Ratios only: a process's per-variant median times swing with it, so tok/s columns can
     # contradict the paired ratios (a quotient of medians is not a median of ratios).
     procs = lambda r, k: ", ".join(f"{p[k]:.3f}" for p in r["timing"].get("processes") or []) or "-"  # noqa: E731
-    rows = [[f"{SHIPPED_NAME if r['shape'] == 'shipped' else r['shape'] + ' (d=256, 4 layers, random)'}"
+    rows = [[f"{SHIPPED_NAME if r['shape'] == 'shipped' else _shape(r['shape']) + ' (random)'}"
              f", {r['prompt']}+{r['new']}", f"{r['attnlib_over_loop']:.3f}", procs(r, "attnlib"),
              f"{r['nanogpt_over_loop']:.3f}", procs(r, "nanogpt_modules"),
              r["lines_per_step"]] for r in res["runs"]]
@@ -974,7 +985,7 @@ def render_single_run_examples(doc: dict) -> str:
     tiny's decode speed against HF."""
     fwd = _run(doc, "models", "tiny")["attnlib_over_hf"]
     dec = _run(doc, "generation", "tiny")["attnlib_over_hf_tok_s"]
-    return f"tiny's forward time against HF's ({fwd:.3f}) and its decode speed against HF's ({dec:.2f})"
+    return f"{_shape('tiny')}'s forward time against HF's ({fwd:.3f}) and its decode speed against HF's ({dec:.2f})"
 
 
 def render_attention_shape(doc: dict) -> str:
@@ -1043,6 +1054,38 @@ RENDER = {"structure": render_structure, "env": render_env, "attention_kernel": 
           **{name: _inline(name) for name in INLINE}}
 
 
+OPENING_NOTE = "how_to_read"  # the block right under book/benchmarks.md's title
+
+
+def render_how_to_read(doc: dict) -> str:
+    """The page's opening note, three bullets: what a ratio is, what paired rounds are, and the CPU
+    every stored run timed on (read from each run's ``env``)."""
+    envs = [doc["env"]] + [json.loads(p.read_text()).get("env", {}) for p in
+                           (STRUCTURE_JSON, BROWSER_JSON, PLAYGROUND_JSON, EXPLORERS_JSON) if p.exists()]
+    cpus = sorted({(e.get("device_name"), e.get("cpu_count")) for e in envs})
+    where = (f"one CPU ({cpus[0][0]}, {cpus[0][1]} cores)" if len(cpus) == 1
+             else "the CPUs each run names")
+    gpu = ", the GPU section apart" if GPU_JSON.exists() else ""
+    return ("```{admonition} How to read this page\n"
+            f"- A *ratio* divides one variant's time (or speed) by another's; within {TIE:.0%} of 1 it "
+            f"is a *tie*.\n"
+            "- *Paired rounds*: the variants' calls alternate, and a ratio is the median of the "
+            "rounds' own ratios ([the method](bench-method)).\n"
+            f"- The timings come from {where}{gpu}: read the ratios more than the times.\n"
+            "```\n")
+
+
+RENDER[OPENING_NOTE] = render_how_to_read
+
+
+def with_opening_note(page: str) -> str:
+    """``page`` with the opening note's block right under its title (added if missing)."""
+    if f"generated:{OPENING_NOTE} -->" in page or not page.startswith("# "):
+        return page
+    title, rest = page.split("\n", 1)
+    return f"{title}\n\n<!-- BEGIN generated:{OPENING_NOTE} -->\n<!-- END generated:{OPENING_NOTE} -->\n{rest}"
+
+
 def render_page(page: str, doc: dict) -> str:
     """``page`` with every generated block re-rendered from ``doc``."""
     names = [m.group(2) for m in BLOCK.finditer(page)]
@@ -1068,7 +1111,10 @@ def main(argv: list[str]) -> int:
     pages = [Path(argv[1])] if len(argv) > 1 else [DEFAULT_PAGE, HOW_TO_USE]
     doc = json.loads(src.read_text())
     for page_path in pages:
-        page_path.write_text(render_page(page_path.read_text(), doc))
+        page = page_path.read_text()
+        if page_path == DEFAULT_PAGE:
+            page = with_opening_note(page)
+        page_path.write_text(render_page(page, doc))
         print(f"updated {page_path} from {src}")
     return 0
 
