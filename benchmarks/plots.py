@@ -17,6 +17,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from .report import _shape  # a model's key as the page names it ("tiny" -> "4x256")  # noqa: E402
+
 COLOR = {  # system -> colour, the same in every figure
     "attnlib": "#0072B2",             # attnlib, fused SDPA, with the KV cache
     "attnlib, math path": "#009E73",  # every weight formed
@@ -64,7 +66,7 @@ def models_plots(doc: dict, stem: Path) -> list[Path]:
     for i, (name, label, ratio) in enumerate((("attnlib", "attnlib", lambda r: r["attnlib_over_hf"]),
                                               ("HF, eager attention", "HF eager", lambda r: r["eager_over_sdpa"]))):
         ax.bar([j + (i - 0.5) * w for j in x], [ratio(r) for r in runs], w, color=COLOR[name], label=label)
-    ax.set(xticks=x, xticklabels=[r["shape"] for r in runs], ylim=(0, 1.45),
+    ax.set(xticks=x, xticklabels=[_shape(r["shape"]) for r in runs], ylim=(0, 1.45),
            ylabel="time / HF sdpa's time (lower is faster)",
            title=f"One forward over T={runs[0]['T']} tokens, relative to HF sdpa")
     ax.legend(loc="upper center", ncol=3)  # above the bars, which stay near 1
@@ -92,10 +94,10 @@ def generation_plots(doc: dict, stem: Path) -> list[Path]:
         ax.bar([j + (i - 0.5) * w for j in x], [_per_round(r, "attnlib_no_cache", key) for r in runs], w,
                color=COLOR[name], label=label)
     top = max(_per_round(r, "attnlib_no_cache", k) for r in runs for k in ("attnlib_cache", "hf_cache"))
-    ax.set(xticks=x, xticklabels=[r["shape"] for r in runs], ylim=(0, top * 1.45),  # room for the legend above the bars
+    ax.set(xticks=x, xticklabels=[_shape(r["shape"]) for r in runs], ylim=(0, top * 1.45),  # room for the legend above the bars
            ylabel="tokens/s / attnlib's without cache",
            title=f"Greedy decoding after a {runs[0]['prompt']}-token prompt\nnew tokens: "
-                 + ", ".join(f"{r['shape']} {r['new']}" for r in runs))
+                 + ", ".join(f"{r['new']} ({_shape(r['shape'])})" for r in runs))
     # three short columns, clear of the frame and of the axes' right edge
     ax.legend(loc="upper center", ncol=3, columnspacing=0.8, handlelength=1.2, borderaxespad=0.6)
     speed = _save(fig, stem.with_name(f"{stem.name}_generation_speed.svg"))
@@ -105,7 +107,7 @@ def generation_plots(doc: dict, stem: Path) -> list[Path]:
         smooth = [statistics.median(steps[max(0, j - win // 2): j + win // 2 + 1]) for j in range(len(steps))]
         middle = statistics.median(steps)
         ax.plot(range(1, len(steps) + 1), [v / middle for v in smooth], style, color=COLOR["attnlib"],
-                label=f"{r['shape']} (each point: median of {win} steps around it)")
+                label=f"{_shape(r['shape'])} (each point: median of {win} steps around it)")
     ax.set(xlabel="new token", ylabel="step time / the loop's median step", ylim=(0, 1.5),
            title="attnlib's cached forward, a hand loop's steps")
     ax.legend(loc="lower right")
