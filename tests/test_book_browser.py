@@ -864,6 +864,69 @@ def test_dark_theme_figures_follow(size, phone, laptop, server, docname):
     assert all(v < 0.25 for v in lum["dark"]), f"{docname}: dark figures stay light {lum['dark']}"
 
 
+def _contrast(a: float, b: float) -> float:
+    """WCAG contrast ratio of two relative luminances."""
+    return (max(a, b) + 0.05) / (min(a, b) + 0.05)
+
+
+def _rel_lum(rgb: tuple) -> float:
+    """WCAG relative luminance of an sRGB pixel (0-255 each)."""
+    def lin(c: float) -> float:
+        c /= 255
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+    r, g, b = rgb[:3]
+    return 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b)
+
+
+@pytest.mark.parametrize("size", [PHONE, LAPTOP], ids=["390", "1280"])
+def test_dark_theme_diagram_labels_in_colour_read(size, phone, laptop, server):
+    """A diagram's label written in colour (chapter 10's "K cache (rows = tokens)" in K's orange,
+    at x 30-180, y 161-178 of the 680 x 580 drawing) reads in the dark theme: around it the page
+    is dark (its median pixel), its brightest pixels are the letters in orange, and they stand out
+    from the page at 4.5:1 or more. The figure filter once closed such letters into blobs with
+    white between the strokes (white pixels, 16% of the box)."""
+    from PIL import Image
+    import io as _io
+    from selenium.webdriver.common.by import By
+
+    drv = phone if size == PHONE else laptop
+    open_page(drv, server, "notebooks/10_tiny_gpt", "dark")
+    img = next(i for i in drv.find_elements(By.CSS_SELECTOR, "article img.attnlib-diagram")
+               if "kv_cache" in (i.get_attribute("currentSrc") or ""))
+    drv.execute_script("arguments[0].scrollIntoView({block: 'start'})", img)
+    time.sleep(0.2)
+    # the phone's drawing is taller than the screen: read the label off the window's pixels
+    left, top, width = drv.execute_script(
+        "const r = arguments[0].getBoundingClientRect(); return [r.left, r.top, r.width];", img)
+    page = Image.open(_io.BytesIO(drv.get_screenshot_as_png())).convert("RGB")
+    narrow = "narrow" in img.get_attribute("currentSrc")
+    if narrow:  # the phone's layout draws the label elsewhere: find it in that drawing
+        svg = (ROOT / "book" / "figures" / "kv_cache.narrow.svg").read_text(encoding="utf-8")
+        m = re.search(r'<svg[^>]*viewBox="0 0 ([\d.]+) ([\d.]+)"', svg)
+        vw = float(m.group(1))
+        t = re.search(r'<text x="([\d.]+)" y="([\d.]+)"[^>]*>K cache', svg)
+        x0, y0 = float(t.group(1)), float(t.group(2)) - 13
+        box = (x0, y0, x0 + 150, y0 + 17)
+    else:
+        vw, box = 680.0, (30, 161, 180, 178)
+    k = width / vw
+    crop = page.crop((round(left + box[0] * k), round(top + box[1] * k),
+                      round(left + box[2] * k), round(top + box[3] * k)))
+    import colorsys
+    grid = crop.load()
+    px = sorted((_rel_lum(grid[x, y]), grid[x, y])
+                for x in range(crop.size[0]) for y in range(crop.size[1]))
+    ground, ink = px[len(px) // 2][0], px[-1][0]
+    # the brightest tenth of the box is the letters: in orange, not white halos around them
+    sat = sorted(colorsys.rgb_to_hsv(*(c / 255 for c in p))[1] for _, p in px[-len(px) // 10:])
+    assert ground < 0.05, f"{size}: the label sits on a light patch (luminance {ground:.2f})"
+    assert sat[len(sat) // 2] >= 0.5, (
+        f"{size}: the label's brightest pixels are grey or white (saturation "
+        f"{sat[len(sat) // 2]:.2f}), not K's orange: the letters are blurred into blobs")
+    assert _contrast(ink, ground) >= 4.5, (
+        f"{size}: the label's letters reach only {_contrast(ink, ground):.1f}:1 on the dark page")
+
+
 # ------------------------------------------------------------------------ precomputed slider
 PSLIDER_PAGE = "notebooks/02_embeddings_positions"
 
