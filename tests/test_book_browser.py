@@ -257,6 +257,30 @@ def test_page_math_typeset(driver, page):
     assert not dollars, f"{docname}: widget labels with untypeset $...$: {dollars}"
 
 
+JS_TEXT_OUTSIDE_PLOTS = """
+const out = [];
+document.querySelectorAll('article svg.attnlib-plot').forEach((svg, k) => {
+  if (!svg.getClientRects().length) return;  // a closed panel, a hidden state
+  const W = svg.viewBox.baseVal && svg.viewBox.baseVal.width || svg.width.baseVal.value;
+  svg.querySelectorAll('text').forEach(t => {
+    if (t.getAttribute('visibility') === 'hidden' || t.getAttribute('transform')) return;
+    const b = t.getBBox();
+    if (b.width && (b.x < -1 || b.x + b.width > W + 1))
+      out.push(`plot ${k}: "${t.textContent}" spans x ${b.x.toFixed(0)}..${(b.x + b.width).toFixed(0)}`
+               + ` of 0..${W.toFixed(0)}`);
+  });
+});
+return out;"""
+
+
+def test_page_plot_text_inside_its_drawing(driver, page):
+    """No label of an in-page plot (a heatmap's title, a column name) runs past its drawing's
+    edge, where the browser cuts it off: chapter 4's 'weight = softmax(q·k / √3) on each key',
+    centred under two columns, once lost its first three letters."""
+    outside = driver.execute_script(JS_TEXT_OUTSIDE_PLOTS)
+    assert not outside, f"{page[0]}: text cut off at a plot's edge: {outside[:5]}"
+
+
 # What a precomputed slider shows: the states not hidden, and each one's pictures and text.
 JS_PSLIDER_SHOWN = """
 const root = arguments[0];

@@ -9,13 +9,14 @@
    function the older ones had; outputs already drawn keep the kit they started with.
    Every string from a payload or from the reader reaches the page through textContent /
    setAttribute (escaped). */
-window.attnlibKit = window.attnlibKit && window.attnlibKit.version >= 4 ?
+window.attnlibKit = window.attnlibKit && window.attnlibKit.version >= 5 ?
   window.attnlibKit : (function () {
   "use strict";
   /* the SVG namespace, read from the HTML parser so that the output holds no URL at all */
   var SVGNS = (function () { var t = document.createElement("div"); t.innerHTML = "<svg></svg>";
     return t.firstChild.namespaceURI; })();
   var CHAR_W = 7; /* approximate width of one 12 px character */
+  var AXIS_CHAR_W = 6.2; /* ... and of one 11 px axis title's (.attnlib-axis) */
 
   function el(tag, attrs, parent, text) {
     var node = document.createElementNS(SVGNS, tag);
@@ -289,6 +290,11 @@ window.attnlibKit = window.attnlibKit && window.attnlibKit.version >= 4 ?
     var colH = rotate ? Math.ceil(0.72 * (CHAR_W * maxCol + 8)) : 16;
     var ch = Math.max(cell, o.cellH || 0); /* a cell's height: square, or taller for thin strips */
     var top = 4, W = left + C * cell + 8, H = top + R * ch + colH + (o.colTitle ? 20 : 6);
+    /* the column title is centred under the columns, but never starts left of the drawing: a
+       title wider than a few columns (one query's weights over two keys) widens the drawing */
+    var titleW = o.colTitle ? AXIS_CHAR_W * o.colTitle.length : 0;
+    var titleX = Math.max(left + C * cell / 2, titleW / 2 + 2);
+    W = Math.max(W, Math.ceil(titleX + titleW / 2 + 4));
     var svg = el("svg", { "class": "attnlib-plot", width: W, height: H, viewBox: "0 0 " + W + " " +
       H, tabindex: "0", role: "group", focusable: "true", "aria-label": o.label }, o.parent);
     var fillMasked = hatch(svg, o.hatchId);
@@ -334,7 +340,7 @@ window.attnlibKit = window.attnlibKit && window.attnlibKit.version >= 4 ?
       if (rotate) ct.setAttribute("transform", "rotate(-45 " + (x + 4) + " " + y + ")");
       el("title", {}, ct, (o.colWord || "key") + " " + j + ": " + quoted(o.cols[j]));
     }
-    if (o.colTitle) el("text", { "class": "attnlib-axis", x: left + C * cell / 2, y: H - 3,
+    if (o.colTitle) el("text", { "class": "attnlib-axis", x: titleX, y: H - 3,
       "text-anchor": "middle" }, svg, o.colTitle);
     if (o.rowTitle) {
       var qy = top + R * ch / 2;
@@ -476,10 +482,10 @@ window.attnlibKit = window.attnlibKit && window.attnlibKit.version >= 4 ?
     });
   }
 
-  return { version: 4, el: el, div: div, button: button, toggle: toggle, plate: plate,
+  return { version: 5, el: el, div: div, button: button, toggle: toggle, plate: plate,
     control: control, picker: picker, slider: slider, numberBox: numberBox, unpack: unpack,
     shown: shown, quoted: quoted, fmt: fmt, palette: palette, colour: colour, isDark: isDark,
     uid: uid, width: width, onResize: onResize, tip: tip, matrixFrame: matrixFrame, hatch: hatch,
       heatmap: heatmap, colourbar: colourbar, keepKeys: keepKeys,
-    boot: boot, CHAR_W: CHAR_W };
+    boot: boot, CHAR_W: CHAR_W, AXIS_CHAR_W: AXIS_CHAR_W };
 })();

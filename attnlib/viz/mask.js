@@ -223,9 +223,13 @@
       K.colourbar(fig, pal, 0, 1, Math.max(90, Math.min(200, n * hm.cell)),
         "weight", "attnlib-grad-" + uid);
       /* the convention the weights were computed from, written on the drawing */
+      var said = "M read from: " + NAMES[S.conv];
       K.el("text", { "class": "attnlib-axis", x: 4, y: +hm.svg.getAttribute("height") + 14 },
-        hm.svg, "M read from: " + NAMES[S.conv]);
+        hm.svg, said);
       hm.svg.setAttribute("height", +hm.svg.getAttribute("height") + 20);
+      /* a few tokens make a narrow grid: the drawing widens to hold the whole line */
+      hm.svg.setAttribute("width", Math.max(+hm.svg.getAttribute("width"),
+        Math.ceil(12 + K.AXIS_CHAR_W * said.length)));
       hm.svg.setAttribute("viewBox", "0 0 " + hm.svg.getAttribute("width") + " " +
         hm.svg.getAttribute("height"));
       if (hadFocus) hm.svg.focus();
