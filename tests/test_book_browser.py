@@ -259,24 +259,25 @@ def test_page_math_typeset(driver, page):
 
 JS_TEXT_OUTSIDE_PLOTS = """
 const out = [];
-document.querySelectorAll('article svg.attnlib-plot').forEach((svg, k) => {
+document.querySelectorAll('article svg').forEach((svg, k) => {
   if (!svg.getClientRects().length) return;  // a closed panel, a hidden state
-  const W = svg.viewBox.baseVal && svg.viewBox.baseVal.width || svg.width.baseVal.value;
+  const vb = svg.viewBox.baseVal, W = vb && vb.width || svg.width.baseVal.value;
   svg.querySelectorAll('text').forEach(t => {
-    if (t.getAttribute('visibility') === 'hidden' || t.getAttribute('transform')) return;
+    if (t.getAttribute('visibility') === 'hidden' || t.closest('[transform]')) return;
     const b = t.getBBox();
     if (b.width && (b.x < -1 || b.x + b.width > W + 1))
-      out.push(`plot ${k}: "${t.textContent}" spans x ${b.x.toFixed(0)}..${(b.x + b.width).toFixed(0)}`
-               + ` of 0..${W.toFixed(0)}`);
+      out.push(`svg ${k} (${svg.getAttribute('class')}): "${t.textContent}" spans x `
+               + `${b.x.toFixed(0)}..${(b.x + b.width).toFixed(0)} of 0..${W.toFixed(0)}`);
   });
 });
 return out;"""
 
 
 def test_page_plot_text_inside_its_drawing(driver, page):
-    """No label of an in-page plot (a heatmap's title, a column name) runs past its drawing's
+    """No label of an in-page drawing (a heatmap's title, a colour bar's key) runs past its
     edge, where the browser cuts it off: chapter 4's 'weight = softmax(q·k / √3) on each key',
-    centred under two columns, once lost its first three letters."""
+    centred under two columns, once lost its first three letters, and the colour bars' key
+    'masked' its last one."""
     outside = driver.execute_script(JS_TEXT_OUTSIDE_PLOTS)
     assert not outside, f"{page[0]}: text cut off at a plot's edge: {outside[:5]}"
 

@@ -426,7 +426,9 @@ window.attnlibKit = window.attnlibKit && window.attnlibKit.version >= 5 ?
     var w = 12, x0 = 4, y0 = 6, longest = Math.max.apply(null,
       ticks.map(function (t) { return t.length; }));
     var lx = x0 + w + 6 + Math.max(34, CHAR_W * longest + 4), ly = y0 + h / 2;
-    var s = el("svg", { "class": "attnlib-colorbar", width: lx + 8, height: h + (masked ? 40 : 12),
+    /* the key's word ("masked", 12 px) is wider than the bar and its ticks */
+    var W = masked ? Math.max(lx + 8, x0 + w + 6 + CHAR_W * 7 + 2) : lx + 8;
+    var s = el("svg", { "class": "attnlib-colorbar", width: W, height: h + (masked ? 40 : 12),
       "aria-hidden": "true" }, parent);
     var g = el("linearGradient", { id: id, x1: "0", y1: "1", x2: "0", y2: "0" }, el("defs", {}, s));
     for (var k = 0; k <= 32; k++) el("stop", { offset: (k / 32).toFixed(4), "stop-color":
