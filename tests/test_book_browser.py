@@ -270,6 +270,17 @@ document.querySelectorAll('article svg').forEach((svg, k) => {
                + `${b.x.toFixed(0)}..${(b.x + b.width).toFixed(0)} of 0..${W.toFixed(0)}`);
   });
 });
+document.querySelectorAll('article svg.attnlib-plot').forEach((svg, k) => {
+  // column labels at 45 degrees lie 0.71 of their spacing apart: under 17 px, 12 px text touches
+  const xs = [...svg.querySelectorAll('text.attnlib-collabel[transform]')]
+    .filter(t => t.getAttribute('visibility') !== 'hidden').map(t => +t.getAttribute('x'))
+    .sort((a, b) => a - b);
+  for (let i = 1; i < xs.length; i++)
+    if (xs[i] - xs[i - 1] < 17) {
+      out.push(`svg ${k}: slanted column labels ${(xs[i] - xs[i - 1]).toFixed(1)} px apart`);
+      break;
+    }
+});
 return out;"""
 
 
@@ -277,9 +288,10 @@ def test_page_plot_text_inside_its_drawing(driver, page):
     """No label of an in-page drawing (a heatmap's title, a colour bar's key) runs past its
     edge, where the browser cuts it off: chapter 4's 'weight = softmax(q·k / √3) on each key',
     centred under two columns, once lost its first three letters, and the colour bars' key
-    'masked' its last one."""
+    'masked' its last one. Nor do slanted column labels run into each other (chapter 11's
+    '10 11 12' at 15 px apart)."""
     outside = driver.execute_script(JS_TEXT_OUTSIDE_PLOTS)
-    assert not outside, f"{page[0]}: text cut off at a plot's edge: {outside[:5]}"
+    assert not outside, f"{page[0]}: labels cut off or run together: {outside[:5]}"
 
 
 # What a precomputed slider shows: the states not hidden, and each one's pictures and text.
@@ -950,6 +962,16 @@ def test_dark_theme_diagram_labels_in_colour_read(size, phone, laptop, server):
         f"{sat[len(sat) // 2]:.2f}), not K's orange: the letters are blurred into blobs")
     assert _contrast(ink, ground) >= 4.5, (
         f"{size}: the label's letters reach only {_contrast(ink, ground):.1f}:1 on the dark page")
+
+
+@pytest.mark.parametrize("docname", ["notebooks/03_queries_keys_values", "notebooks/08_real_heads",
+                                     "notebooks/11_rope", "notebooks/16_real_modern_model"])
+def test_phone_plot_text_inside_its_drawing(phone, server, docname):
+    """test_page_plot_text_inside_its_drawing on a phone, where heatmaps are narrowest: chapter
+    16's 24 slanted token labels once ran together, 13 px apart."""
+    open_page(phone, server, docname)
+    outside = phone.execute_script(JS_TEXT_OUTSIDE_PLOTS)
+    assert not outside, f"{docname} (390 px): labels cut off or run together: {outside[:5]}"
 
 
 # ------------------------------------------------------------------------ precomputed slider
