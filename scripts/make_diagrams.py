@@ -13,10 +13,10 @@ whole book:
   in the chapters' heatmaps;
 - the letters of book/notation.md: B, T, C, H, D = C/H, d_k, d_v, T_q, T_k;
 - every diagram sits on its own light rounded card, so it reads the same in JupyterLab and on
-  GitHub; all text is SVG text (searchable, selectable, scalable). Its greys are pure greys
-  (equal red, green and blue): the book's dark theme recolours exactly the neutral parts of a
-  figure (card, ink, outlines) and keeps every tint as drawn (book/_templates/layout.html), so a
-  bluish grey would stay light there;
+  GitHub; all text is SVG text (searchable, selectable, scalable). The book's dark theme turns
+  a diagram's lightness over and its hues back (book/_static/book.css): the card goes dark, the
+  ink light, a pale tint deep and a deep one paler. So a diagram's words never name a lightness
+  ("dark cells", "white boxes"): they name a colour, a pattern or a size;
 - each file carries a <title> and <desc>; the notebooks give the same alt text;
 - on a phone a diagram is not shrunk until its labels are 7 px high: a diagram with a narrow
   layout (``NARROW`` below) also gets ``<name>.narrow.svg``, at most 360 px wide, made of
@@ -1062,7 +1062,7 @@ def teacher_forcing_cross() -> Svg:
     s.text(gx + 5.5 * gc, gy + 11 * gc + 32, "rows: reads→writes, T = 11; columns: S = 11",
            size=12, color=MUTED)
     notes = ["no causal mask: every row", "may read the whole source", "",
-             "dark: where the task", "points: a schematic,", "not a measurement"]
+             "strong pink: where the task", "points: a schematic,", "not a measurement"]
     for i, n in enumerate(notes):
         s.text(528, 430 + i * 20, n, size=13, anchor="start", color=MUTED)
     s.text(360, 632, "output A V: (B, H, T, D) → concatenated heads (B, T, C), one row per "
@@ -1909,7 +1909,7 @@ def speculative_round() -> Svg:
     s.rect(x0, 170, check_w - 2, 30, "#ffffff", INK, rx=4)
     s.text(x0 + check_w / 2 - 1, 190, "check 5", size=12)
     s.text(370, 222, "4 draft steps + 1 target call", size=12, anchor="start", color=MUTED)
-    s.text(515, 250, "grey: a draft step; white: a target call", size=12, color=MUTED)
+    s.text(515, 250, "small: a draft step; wide: a target call", size=12, color=MUTED)
     s.text(515, 284, "not to scale: which row is faster depends", size=12, color=MUTED)
     s.text(515, 302, "on what a draft step and a 5-token check", size=12, color=MUTED)
     s.text(515, 320, "cost (the chapter measures both)", size=12, color=MUTED)
