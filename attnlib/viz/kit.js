@@ -300,7 +300,8 @@ window.attnlibKit = window.attnlibKit && window.attnlibKit.version >= 5 ?
     var fillMasked = hatch(svg, o.hatchId);
     var grid = el("g", {}, svg), cells = [], gap = cell >= 14 ? 1 : 0,
       step = Math.max(1, Math.ceil(13 / cell));
-    /* labels at 45 degrees lie sin 45 = 0.71 of their spacing apart: 19 px keeps 12 px text apart */
+    /* labels at 45 degrees lie sin 45 = 0.71 of their spacing apart: 19 px keeps 12 px text
+       apart */
     var colStep = o.colEvery || (rotate ? Math.max(1, Math.ceil(19 / cell)) : step);
     for (i = 0; i < R; i++) {
       for (j = 0; j < C; j++) {
