@@ -71,9 +71,8 @@
       var left = Math.max(rowW + 18, colH - cell / 2 + 4);
       cell = Math.max(8, Math.min(cell, fit(left)));
       left = Math.max(rowW + 18, colH - cell / 2 + 4);
-      /* a row label per 13 px; the slanted column labels lie 0.71 of their spacing apart */
-      var rowStep = Math.max(1, Math.ceil(13 / cell));
-      var colStep = Math.max(1, Math.ceil(19 / cell));
+      /* a row label per 13 px; the column labels are slanted */
+      var rowStep = Math.max(1, Math.ceil(13 / cell)), colStep = K.slantedEvery(cell);
       var top = 4;
       var W = left + tk * cell + 6, H = top + tq * cell + colH + 20;
       geo = { cell: cell, left: left, top: top, tq: tq, tk: tk };

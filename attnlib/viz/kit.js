@@ -17,6 +17,9 @@ window.attnlibKit = window.attnlibKit && window.attnlibKit.version >= 5 ?
     return t.firstChild.namespaceURI; })();
   var CHAR_W = 7; /* approximate width of one 12 px character */
   var AXIS_CHAR_W = 6.2; /* ... and of one 11 px axis title's (.attnlib-axis) */
+  /* Label every this many columns of `cell` px when the labels are slanted: at 45 degrees they
+     lie sin 45 = 0.71 of their spacing apart, and 19 px keeps 12 px text apart. */
+  function slantedEvery(cell) { return Math.max(1, Math.ceil(19 / cell)); }
 
   function el(tag, attrs, parent, text) {
     var node = document.createElementNS(SVGNS, tag);
@@ -300,9 +303,7 @@ window.attnlibKit = window.attnlibKit && window.attnlibKit.version >= 5 ?
     var fillMasked = hatch(svg, o.hatchId);
     var grid = el("g", {}, svg), cells = [], gap = cell >= 14 ? 1 : 0,
       step = Math.max(1, Math.ceil(13 / cell));
-    /* labels at 45 degrees lie sin 45 = 0.71 of their spacing apart: 19 px keeps 12 px text
-       apart */
-    var colStep = o.colEvery || (rotate ? Math.max(1, Math.ceil(19 / cell)) : step);
+    var colStep = o.colEvery || (rotate ? slantedEvery(cell) : step);
     for (i = 0; i < R; i++) {
       for (j = 0; j < C; j++) {
         var v = o.value(i, j), masked = !!(o.masked && o.masked(i, j));
@@ -491,5 +492,5 @@ window.attnlibKit = window.attnlibKit && window.attnlibKit.version >= 5 ?
     shown: shown, quoted: quoted, fmt: fmt, palette: palette, colour: colour, isDark: isDark,
     uid: uid, width: width, onResize: onResize, tip: tip, matrixFrame: matrixFrame, hatch: hatch,
       heatmap: heatmap, colourbar: colourbar, keepKeys: keepKeys,
-    boot: boot, CHAR_W: CHAR_W, AXIS_CHAR_W: AXIS_CHAR_W };
+    boot: boot, CHAR_W: CHAR_W, AXIS_CHAR_W: AXIS_CHAR_W, slantedEvery: slantedEvery };
 })();
