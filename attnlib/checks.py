@@ -252,6 +252,12 @@ def check_attention_mask(attention_mask: Any, ids: Tensor, name: str) -> Optiona
                  else type(attention_mask).__name__)
         raise ValueError(f"{name} must have the shape of the ids {tuple(ids.shape)} (1 real, 0 "
                          f"pad), got {shape}")
+    if attention_mask.dtype != torch.bool and eager(attention_mask):  # a 0/1 mask: what else?
+        odd = attention_mask[(attention_mask != 0) & (attention_mask != 1)]
+        if odd.numel():  # e.g. an additive mask (0 = attend, -inf = hide): read as 0/1 inverted
+            raise ValueError(f"{name} holds 1 for a real token and 0 for padding, got the value "
+                             f"{odd[0].item()}; for an additive mask (0 = attend, -inf = hide) "
+                             f"pass ({name} == 0).long()")
     return (attention_mask != 0)[:, None, None, :].to(ids.device)  # (B, 1, 1, T)
 
 

@@ -141,6 +141,31 @@ def test_encoder_decoder_needs_a_start_token():
         s2s.generate(torch.tensor([[1, 2]]), 2, bos_id=None)
 
 
+@pytest.mark.parametrize("mask, value", [
+    (torch.tensor([[0.0, 0.0, -math.inf]]), "-inf"),  # an additive mask: would read inverted
+    (torch.tensor([[0.0, 0.0, -1e4]]), "-10000.0"),
+    (torch.tensor([[1, 2, 0]]), "2"),
+    (torch.tensor([[1.0, math.nan, 1.0]]), "nan"),
+])
+def test_an_attention_mask_holds_only_one_and_zero(mask, value):
+    """1 real / 0 pad: another value (an additive mask's -inf, a count) is refused, never read as
+    "not zero, so real"; bool, integer and float masks of 0 and 1 all read the same."""
+    enc = attnlib.Encoder(TransformerConfig(**SMALL)).eval()
+    s2s = attnlib.EncoderDecoder(TransformerConfig(**SMALL)).eval()
+    ids = torch.tensor([[1, 2, 3]])
+    words = rf"holds 1 for a real token and 0 for padding, got the value {value};"
+    with pytest.raises(ValueError, match="attention_mask " + words):
+        enc(ids, attention_mask=mask)
+    with pytest.raises(ValueError, match="src_attention_mask " + words):
+        s2s(ids, ids, src_attention_mask=mask)
+    with pytest.raises(ValueError, match=r"pass \(src_attention_mask == 0\).long\(\)"):
+        s2s.generate(ids, 2, bos_id=1, src_attention_mask=mask)
+    same = [enc(ids, attention_mask=m).hidden_states[:, :2]
+            for m in (torch.tensor([[True, True, False]]), torch.tensor([[1, 1, 0]]),
+                      torch.tensor([[1.0, 1.0, 0.0]]))]
+    assert torch.equal(same[0], same[1]) and torch.equal(same[0], same[2])
+
+
 @pytest.mark.parametrize("make, error, words", [
     (lambda: RMSNorm(4, eps="x"), TypeError, "eps must be a positive number"),
     (lambda: RMSNorm(4, eps=math.inf), ValueError, "eps must be positive and finite"),
