@@ -164,6 +164,18 @@ def test_sentence_embeddings_match_sentence_transformers_definition(minilm, hf_m
     assert float(para @ ours[0]) > float(ours[2] @ ours[0]) + 0.3
 
 
+def test_sentence_embeddings_name_a_swapped_pair_and_a_lone_string(minilm):
+    """load_minilm() returns (encoder, tokenizer): the pair swapped, or one sentence passed as a
+    str (which list() would cut into one sentence per character), gets a TypeError that says so."""
+    enc, tok = minilm
+    with pytest.raises(TypeError, match="encoder must be an attnlib.Encoder .*got WordPieceTok"):
+        attnlib.sentence_embeddings(tok, enc, SENTENCES)
+    with pytest.raises(TypeError, match="tokenizer must be a WordPieceTokenizer .*got NoneType"):
+        attnlib.sentence_embeddings(enc, None, SENTENCES)
+    with pytest.raises(TypeError, match=r"got one str; for one sentence pass \[text\]"):
+        attnlib.sentence_embeddings(enc, tok, SENTENCES[0])
+
+
 def test_mean_pool_ignores_padding_and_checks_shapes():
     hidden = torch.randn(2, 4, 3)
     mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])

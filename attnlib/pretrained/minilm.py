@@ -142,6 +142,14 @@ def mean_pool(hidden: Tensor, attention_mask: Tensor) -> Tensor:
 def sentence_embeddings(encoder: torch.nn.Module, tokenizer: WordPieceTokenizer,
                         texts: Sequence[str]) -> Tensor:
     """Unit-length sentence vectors (B, C): mean-pooled last hidden states, then L2-normalised."""
+    for name, arg, kind, what in (("encoder", encoder, Encoder, "an attnlib.Encoder (the first"),
+                                  ("tokenizer", tokenizer, WordPieceTokenizer,
+                                   "a WordPieceTokenizer (the second")):
+        if not isinstance(arg, kind):
+            raise TypeError(f"{name} must be {what} of what load_minilm() returns), got "
+                            f"{type(arg).__name__}")
+    if isinstance(texts, str):  # list("a b") would make one sentence per character
+        raise TypeError("texts must be a list of str, got one str; for one sentence pass [text]")
     device = next(encoder.parameters()).device
     batch = tokenizer.encode_batch(list(texts), device=device)
     hidden = encoder(batch["input_ids"], attention_mask=batch["attention_mask"]).hidden_states
