@@ -45,6 +45,9 @@ class PagedKVCache:
                                               ("n_kv_heads", n_kv_heads), ("head_dim", head_dim)))
         self.n_blocks, self.block_size = as_size("n_blocks", n_blocks), as_size("block_size",
                                                                                block_size)
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise TypeError(f"dtype must be a floating-point torch.dtype (e.g. torch.float32, the "
+                            f"model's), got {dtype!r}")
         shape = (L, self.n_blocks, G, self.block_size, D)
         self.k_pool = torch.zeros(shape, dtype=dtype, device=device)
         self.v_pool = torch.zeros(shape, dtype=dtype, device=device)

@@ -134,6 +134,9 @@ def test_refusals():
         pool.sequence(1).update(0, torch.randn(1, 2, 1, 8), torch.randn(1, 2, 1, 8))
     with pytest.raises(ValueError, match="n_blocks"):
         PagedKVCache(1, 1, 2, n_blocks=0)
+    for dtype in ("float32", torch.int8):  # a name, or codes with no room for a key's value
+        with pytest.raises(TypeError, match="dtype must be a floating-point torch.dtype"):
+            PagedKVCache(1, 1, 2, n_blocks=4, dtype=dtype)
     other = small_gpt(seed=1)
     with torch.no_grad():
         model(torch.tensor([[1, 2]]), cache=pool.sequence(2))
