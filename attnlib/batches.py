@@ -14,7 +14,7 @@ from typing import Callable, Optional, Union
 import torch
 from torch import Tensor
 
-from ._checks import as_int
+from ._checks import as_int, as_size
 
 Pairs = tuple[Tensor, Tensor]
 Data = Union[Tensor, Pairs, Callable[[torch.Generator], Union[Tensor, Pairs]]]
@@ -65,6 +65,7 @@ def sample_batch(data: Data, batch_size: int, block_size: Optional[int],
     """
     if callable(data) and not isinstance(data, Tensor):
         return data(generator)
+    batch_size = as_size("batch_size", batch_size)
     if isinstance(data, (tuple, list)):
         if len(data) != 2 or not all(isinstance(d, Tensor) and d.dim() == 2 for d in data):
             raise ValueError("pairs must be (src_ids (N, S), tgt_ids (N, T)): two 2-D tensors "

@@ -38,6 +38,10 @@ def gptq_quantize(weight: Tensor, inputs: Tensor, bits: int = 4, *,
                for t in (weight, inputs)]
         raise ValueError(f"gptq_quantize needs weight (d_out, d_in) and inputs (N, d_in) with "
                          f"N >= 1, got {got[0]} and {got[1]}")
+    for name, t in (("weight", weight), ("inputs", inputs)):
+        if not bool(torch.isfinite(t).all()):  # H's Cholesky factor would fail, far from here
+            raise ValueError(f"{name} holds NaN or inf: GPTQ needs finite weights and "
+                             f"calibration inputs")
     if not 0 <= damp < 1e3:
         raise ValueError(f"damp must be a non-negative fraction of H's mean diagonal, got {damp}")
     W = weight.detach().float().clone()                                  # (d_out, d_in)

@@ -16,6 +16,7 @@ from typing import Iterable, Optional
 import torch
 from torch import Tensor
 
+from ._checks import as_size, check_text
 from .generation import sample_next
 
 __all__ = ["words_of", "real_word_share", "generate_long", "sample_texts"]
@@ -26,6 +27,7 @@ _COMPLETE = re.compile(r"[A-Za-z]+(?=[^A-Za-z])")  # a run of letters followed b
 
 def words_of(text: str) -> frozenset[str]:
     """The word list of ``text``: its runs of letters, lower-cased."""
+    check_text(text)
     return frozenset(w.lower() for w in _WORD.findall(text))
 
 
@@ -48,8 +50,12 @@ def generate_long(model: torch.nn.Module, input_ids: Tensor, max_new_tokens: int
     tokens.
 
     Shapes: input_ids (B, T) -> (B, T + max_new_tokens), the prompt first."""
+    if not isinstance(input_ids, Tensor):
+        raise TypeError(f"input_ids must be a (B, T) tensor of token ids, got "
+                        f"{type(input_ids).__name__}")
     if input_ids.dim() != 2:
         raise ValueError(f"input_ids must be (B, T), got shape {tuple(input_ids.shape)}")
+    max_new_tokens = as_size("max_new_tokens", max_new_tokens, minimum=0)
     window = model.cfg.max_len
     ids = input_ids
     with torch.inference_mode():
@@ -65,6 +71,10 @@ def sample_texts(model: torch.nn.Module, tokenizer, prompt: str, n_chars: int, *
                  n_samples: int = 8, temperature: float = 0.8, seed: int = 0) -> list[str]:
     """``n_samples`` continuations of ``prompt``, ``n_chars`` characters each (the prompt left
     out), drawn together from one ``torch.Generator`` seeded with ``seed``."""
+    check_text(prompt, "prompt")
+    if not prompt:  # the model needs a first character to read
+        raise ValueError("prompt must hold at least one character, e.g. prompt='And'")
+    n_chars, n_samples = as_size("n_chars", n_chars, minimum=0), as_size("n_samples", n_samples)
     ids = torch.tensor([tokenizer.encode(prompt)] * n_samples)  # (n_samples, len(prompt))
     out = generate_long(model, ids, n_chars, temperature=temperature,
                         generator=torch.Generator().manual_seed(seed))

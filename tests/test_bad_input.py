@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import attnlib
-from attnlib import interop, masks, quant, viz
+from attnlib import interop, masks, quant, realwords, viz
 from attnlib import (KVCache, MultiHeadAttention, RMSNorm, RotaryEmbedding, TransformerConfig, causal_mask,
                      sample_next, scaled_dot_product_attention as sdpa, top_p_filter)
 from attnlib.layers import FeedForward
@@ -244,6 +244,16 @@ def test_train_refuses_what_is_not_a_model_and_stops_at_a_nan_loss():
 
 
 @pytest.mark.parametrize("make, error, words", [
+    # each of these five ended in an error from inside torch or re, or in no error at all
+    (lambda: attnlib.batches.sample_batch(corpus(), 0, 8, torch.Generator()), ValueError,
+     "batch_size must be an int >= 1"),  # was torch.stack's "expects a non-empty TensorList"
+    (lambda: attnlib.gptq_quantize(torch.randn(4, 8), torch.full((16, 8), math.nan)), ValueError,
+     "inputs holds NaN or inf"),  # was linalg.cholesky's "not positive-definite"
+    (lambda: realwords.generate_long(gpt(), torch.tensor([[1]]), -1), ValueError,
+     "max_new_tokens must be an int >= 0"),  # returned the prompt
+    (lambda: realwords.sample_texts(gpt(), attnlib.CharTokenizer("abcdefghijk"), "", 5),
+     ValueError, "prompt must hold at least one character"),  # was "got dtype torch.float32"
+    (lambda: realwords.words_of(5), TypeError, "text must be a str, got int"),
     (lambda: attnlib.tiled_attention(Q, Q, Q, scale=math.nan), ValueError, "scale must be finite"),
     (lambda: attnlib.tiled_attention(Q, Q, Q, scale="a"), TypeError, "scale must be a number"),
     (lambda: masks.to_additive(causal_mask(3), fill=math.nan), ValueError, "fill must be -inf or a finite"),
