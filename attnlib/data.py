@@ -61,7 +61,7 @@ def load_corpus(books: Optional[Sequence[str]] = ("Genesis",),
         The verses' text joined with ``"\\n"`` (no verse numbers).
 
     Raises:
-        ValueError: an unknown book name, or ``max_chars`` < 1.
+        ValueError: an unknown book name, no book, or ``max_chars`` < 1.
     """
     if isinstance(books, str):
         books = (books,)
@@ -70,6 +70,10 @@ def load_corpus(books: Optional[Sequence[str]] = ("Genesis",),
     known = corpus_books()
     if books is None:
         books = known
+    books = list(books)
+    if not books:  # an empty corpus would fail later, in a tokenizer or a batch of no tokens
+        raise ValueError("books is empty: name at least one book, e.g. ('Genesis',), or pass "
+                         "None for all 66")
     unknown = [b for b in books if b not in known]
     if unknown:
         raise ValueError(f"unknown book(s) {unknown}; the corpus has {len(known)} books, "
