@@ -330,6 +330,17 @@ def test_library_helpers(make, error, words):
     (lambda: viz.attention_explorer(torch.rand(2, 3, 3), None), TypeError, "tokens must be a list"),
     (lambda: viz.attention_explorer(torch.rand(2, 3, 3), list("abc"), batch_index="0"), TypeError,
      "batch_index must be an int"),
+    # one str where a list of names goes: it named one example (or choice) per character
+    (lambda: viz.explorer(torch.rand(3, 3), examples="x"), TypeError,
+     r"examples must be a list of names, one per example, got 'x'; for one example pass \['x'\]"),
+    (lambda: viz.attention_explorer([torch.rand(3, 3)], list("abc"), examples="one"), TypeError,
+     "examples must be a list of names"),  # was "examples has 3 names but data has 1"
+    (lambda: viz.vector_explorer([torch.randn(2)], [torch.randn(3, 2)], examples="a"), TypeError,
+     "examples must be a list of names"),
+    (lambda: viz.mask_explorer([torch.randn(3, 4)], [torch.randn(3, 4)], [list("abc")],
+                               examples="a"), TypeError, "examples must be a list of names"),
+    (lambda: viz.exercise("Which?", "a", choices="abc"), TypeError,
+     "choices must be a list of options, got one str 'abc'"),
 ])
 def test_pictures(make, error, words):
     with pytest.raises(error, match=words):

@@ -48,6 +48,15 @@ def check_tokens(tokens: Optional[Sequence[Any]], n: int, what: str, unit: str) 
     return tokens
 
 
+def example_names(examples: Any) -> list[str]:
+    """The names of several examples (starting states) as strings: one str is refused, since it
+    would name one example per character."""
+    if isinstance(examples, str) or not hasattr(examples, "__len__"):
+        raise TypeError(f"examples must be a list of names, one per example, got {examples!r}; "
+                        f"for one example pass [{examples!r}]")
+    return [str(e) for e in examples]
+
+
 def finite_range(arr: np.ndarray) -> tuple[float, float]:
     """(min, max) over finite entries; (0, 1) if there are none."""
     finite = arr[np.isfinite(arr)]

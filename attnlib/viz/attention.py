@@ -7,7 +7,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from .._checks import as_int
-from ._common import to_numpy
+from ._common import example_names, to_numpy
 from .explorer import Explorer, explorer
 
 
@@ -112,7 +112,7 @@ def attention_explorer(attentions: Any, tokens: Sequence[Any],
     lead = arrays[0].ndim - 2
     dims = ("layer", "head")[2 - lead:] if lead else ()
     if multi:
-        names = (list(examples) if examples is not None
+        names = (example_names(examples) if examples is not None
                  else [f"example {i}" for i in range(len(arrays))])
         return explorer(arrays, rows, cols, dims=dims, examples=names, title=title, digits=digits)
     return explorer(arrays[0], rows[0], cols[0], dims=dims, title=title, digits=digits)

@@ -81,6 +81,8 @@ def exercise(question: str, answer: Any, *, kind: Optional[str] = None,
         payload["answer"] = dims
         shown = "(" + ", ".join(str(d) for d in dims) + (",)" if len(dims) == 1 else ")")
     else:
+        if isinstance(choices, str):  # list("abc") would make three one-letter choices
+            raise TypeError(f"choices must be a list of options, got one str {choices!r}")
         if not choices or len(choices) < 2:
             raise ValueError(f"a choice exercise needs at least two choices, got {choices!r}")
         opts = [str(c) for c in choices]

@@ -18,7 +18,7 @@ import numpy as np
 
 from ._static import matrix_svg
 from ._common import (HtmlOutput, check_cmap, check_tokens, colour_range, default_cmap,
-                      standalone_page, to_numpy)
+                      example_names, standalone_page, to_numpy)
 from ._packing import _encode, decode_payload
 from ._page import _asset, _json_for_script, _palette, _root_id
 
@@ -156,7 +156,7 @@ def explorer(data: Any, row_tokens: Optional[Sequence[Any]] = None,
         raise ValueError("explorer needs at least one example, got an empty list")
     if examples is None:
         examples = [f"example {i}" for i in range(n_ex)]
-    examples = [str(e) for e in examples]
+    examples = example_names(examples)
     if len(examples) != n_ex:
         raise ValueError(f"examples has {len(examples)} names but data has {n_ex} examples")
 

@@ -15,6 +15,7 @@ import torch
 
 from .._checks import as_int
 from ..attention import causal_mask, scaled_dot_product_attention
+from ._common import example_names
 from ._kit import KitOutput, as_matrix, check_names, check_title, rounded
 from ._page import _palette
 from ._static import matrix_svg
@@ -120,7 +121,7 @@ def mask_explorer(query: Any, keys: Any, tokens: Sequence[str], *, pad: Any = No
     if examples is None:
         states = [_state("start", query, keys, tokens, pad, causal)]
     else:
-        names = [str(e) for e in examples]
+        names = example_names(examples)
         n = len(names)
         if not all(isinstance(x, (list, tuple)) and len(x) == n for x in (query, keys, tokens)):
             raise ValueError(f"with examples={names}, query, keys and tokens must be lists of {n}")

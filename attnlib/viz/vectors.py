@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from ..attention import scaled_dot_product_attention
+from ._common import example_names
 from ._kit import KitOutput, as_matrix, as_vector, check_names, check_title, rounded
 from ._page import _palette
 
@@ -127,7 +128,7 @@ def vector_explorer(query: Any, keys: Any, values: Any = None, *,
     if examples is None:
         states = [_state("example 0", query, keys, values, key_tokens, query_token, scale)]
     else:
-        names = [str(e) for e in examples]
+        names = example_names(examples)
         n = len(names)
         per = lambda x, what: (list(x) if isinstance(x, (list, tuple))  # noqa: E731
                                and len(x) == n else None)
