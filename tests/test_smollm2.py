@@ -117,6 +117,10 @@ def test_chat_equals_apply_chat_template(ours, hf_tok) -> None:
     assert text.startswith("<|im_start|>system\n") and text.endswith("<|im_start|>assistant\n")
     with pytest.raises(ValueError, match="role"):
         tok.chat([{"content": "no role"}])
+    # a generator of messages: its checks used to consume it, so the template saw an empty chat
+    assert tok.chat(m for m in CHATS[0]) == tok.chat(CHATS[0])
+    with pytest.raises(TypeError, match="add_generation_prompt must be True or False, got 'no'"):
+        tok.chat(CHATS[0], add_generation_prompt="no")  # "no" is truthy: it would add one
 
 
 # --- Weights and model -------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from ..cache import KVCache
 from ..generation import sample_next
 from ..checks import check_ids
 from ..models import GPT
-from .._checks import as_int, check_text, token_ids
+from .._checks import as_int, check_flag, check_text, token_ids
 from ._common import load_exact
 from .gguf import read_llama_gguf
 from .llama import llama_config, llama_state
@@ -126,6 +126,8 @@ class GGUFTokenizer:
             raise TypeError(f"messages must be a list of {{'role': ..., 'content': ...}} dicts, "
                             f"got a {type(messages).__name__}; "
                             f"e.g. [{{'role': 'user', 'content': 'Hi'}}]")
+        check_flag("add_generation_prompt", add_generation_prompt)
+        messages = list(messages)  # a generator would be used up by the checks below
         for m in messages:
             if not isinstance(m, dict) or "role" not in m or "content" not in m:
                 raise ValueError(f"each message must be a dict with 'role' and 'content', "
@@ -136,7 +138,7 @@ class GGUFTokenizer:
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
         special = lambda i: None if i is None else self._tok.id_to_token(i)  # noqa: E731
         return env.from_string(self.chat_template).render(
-            messages=list(messages), add_generation_prompt=add_generation_prompt,
+            messages=messages, add_generation_prompt=add_generation_prompt,
             bos_token=special(self.bos_id), eos_token=special(self.eos_id))
 
     def chat(self, messages: Sequence[dict[str, str]],
