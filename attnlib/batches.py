@@ -64,7 +64,12 @@ def sample_batch(data: Data, batch_size: int, block_size: Optional[int],
     ``f(generator)`` returning a batch of either kind (synthetic tasks).
     """
     if callable(data) and not isinstance(data, Tensor):
-        return data(generator)
+        batch = data(generator)
+        pair = isinstance(batch, (tuple, list)) and len(batch) == 2
+        if not (isinstance(batch, Tensor) or pair and all(isinstance(b, Tensor) for b in batch)):
+            raise TypeError(f"data(generator) must return a (B, T + 1) tensor of token ids or a "
+                            f"(src, tgt) pair of tensors, got {type(batch).__name__}")
+        return batch
     batch_size = as_size("batch_size", batch_size)
     if isinstance(data, (tuple, list)):
         if len(data) != 2 or not all(isinstance(d, Tensor) and d.dim() == 2 for d in data):
