@@ -11,7 +11,7 @@ from .attention import attend, causal_mask, check_backend, check_mask
 from .dropout import dropping
 from .cache import KVCache
 from .checks import check_cache
-from .positional import apply_rotary
+from .positional import apply_rotary, check_rope
 from .windows import check_window, sliding_window_mask
 
 
@@ -120,7 +120,7 @@ class MultiHeadAttention(nn.Module):
         """
         if checking():  # a model that calls this layer has checked its arguments already
             self.check_call(x, context, attn_mask, is_causal, need_weights, cache, layer_idx,
-                            backend)
+                            backend, rope)
         B, T, D = x.shape[0], x.shape[1], self.head_dim  # split_heads written out, as nanoGPT
         q = self.q_proj(x).view(B, T, -1, D).transpose(1, 2)  # (B, H, Tq, D)
         if context is None:  # self-attention: keys and values from x itself
@@ -146,10 +146,14 @@ class MultiHeadAttention(nn.Module):
         return self.out_proj(out.transpose(1, 2).flatten(2)), weights  # merge_heads: (B, Tq, C)
 
     def check_call(self, x: Any, context: Any, attn_mask: Any, is_causal: Any, need_weights: Any,
-                   cache: Any, layer_idx: Any, backend: Any) -> None:
+                   cache: Any, layer_idx: Any, backend: Any, rope: Any = None) -> None:
         """Every argument of :meth:`forward`, before anything is projected or cached."""
         self.check_input("x", x)
         B, Tq, _ = x.shape
+        if context is not None and rope is not None:  # forward would ignore it
+            raise ValueError("rope rotates self-attention's queries and keys; with a context "
+                             "(cross-attention) pass rope=None")
+        check_rope(rope, Tq, self.head_dim)
         check_cache(cache)
         cached = cache is not None and cache.has_cross(layer_idx)
         if context is not None:

@@ -38,7 +38,7 @@ from .config import TransformerConfig
 from .dropout import dropping
 from .mha import causal
 from .norms import RMSNorm
-from .positional import apply_rotary
+from .positional import apply_rotary, check_rope
 
 
 class MultiHeadLatentAttention(nn.Module):
@@ -158,7 +158,7 @@ class MultiHeadLatentAttention(nn.Module):
         """
         if checking():  # a model that calls this layer has checked its arguments already
             self.check_call(x, context, attn_mask, is_causal, need_weights, cache, layer_idx,
-                            backend)
+                            backend, rope)
         q_nope, q_rope = self.queries(x, rope)  # (B, H, Tq, dn), (B, H, Tq, dr)
         c_kv, k_rope = self.latent(x, rope)  # (B, 1, Tq, r), (B, 1, Tq, dr)
         if cache is not None:  # the cache holds the latent, never the expanded keys and values
@@ -184,7 +184,8 @@ class MultiHeadLatentAttention(nn.Module):
         head, still scaled by 1/sqrt(dn + dr). Same arguments, cache use and results as forward
         (up to rounding); the model itself runs forward, the readable path."""
         if checking():
-            self.check_call(x, None, attn_mask, is_causal, need_weights, cache, layer_idx, backend)
+            self.check_call(x, None, attn_mask, is_causal, need_weights, cache, layer_idx, backend,
+                            rope)
         q_nope, q_rope = self.queries(x, rope)  # (B, H, Tq, dn), (B, H, Tq, dr)
         c_kv, k_rope = self.latent(x, rope)  # (B, 1, Tq, r), (B, 1, Tq, dr)
         if cache is not None:
@@ -220,12 +221,13 @@ class MultiHeadLatentAttention(nn.Module):
                             f"or module.to({t.dtype})")
 
     def check_call(self, x: Any, context: Any, attn_mask: Any, is_causal: Any, need_weights: Any,
-                   cache: Any, layer_idx: Any, backend: Any) -> None:
+                   cache: Any, layer_idx: Any, backend: Any, rope: Any = None) -> None:
         """Every argument of :meth:`forward`, before anything is projected or cached."""
         if context is not None:
             raise ValueError("MultiHeadLatentAttention is self-attention only: context must be "
                              "None (for cross-attention use attnlib.MultiHeadAttention)")
         self.check_input("x", x)
+        check_rope(rope, x.shape[1], self.qk_rope_head_dim)
         check_cache(cache)
         for name, flag in (("is_causal", is_causal), ("need_weights", need_weights)):
             check_flag(name, flag)

@@ -15,6 +15,7 @@ one for the other.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -129,6 +130,22 @@ def rotate_half(x: Tensor) -> Tensor:
     half = x.shape[-1] // 2
     x1, x2 = x[..., :half], x[..., half:]
     return torch.cat((-x2, x1), dim=-1)
+
+
+def check_rope(rope: Any, tq: int, width: int) -> None:
+    """A layer's ``rope`` argument: None, or (cos, sin), each (Tq, width), as
+    :meth:`RotaryEmbedding.cos_sin` makes them for the Tq positions of the layer's input."""
+    if rope is None:
+        return
+    if not (isinstance(rope, (tuple, list)) and len(rope) == 2
+            and all(isinstance(t, Tensor) for t in rope)):
+        raise TypeError(f"rope must be None or the (cos, sin) pair of tensors that "
+                        f"RotaryEmbedding.cos_sin(positions) returns, got {type(rope).__name__}")
+    for name, t in zip(("cos", "sin"), rope):
+        if tuple(t.shape) != (tq, width):
+            raise ValueError(f"rope's {name} must have shape (Tq, {width}) = ({tq}, {width}), one "
+                             f"row per position of x, got {tuple(t.shape)}; make it with "
+                             f"RotaryEmbedding({width}).cos_sin(positions)")
 
 
 def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:

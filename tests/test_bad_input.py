@@ -183,6 +183,17 @@ def test_an_attention_mask_holds_only_one_and_zero(mask, value):
     (lambda: FeedForward(0, 32), ValueError, "d_model must be a positive int"),
     (lambda: LearnedPositionalEmbedding(0, 4), ValueError, "max_len must be a positive int"),
     (lambda: sinusoidal_table(2.5, 4), ValueError, "max_len must be a positive int"),
+    # RoPE angles for another width or length: torch's "size of tensor a must match" before
+    (lambda: MultiHeadAttention(8, 2)(X, rope=RotaryEmbedding(2).cos_sin(torch.arange(3))),
+     ValueError, r"rope's cos must have shape \(Tq, 4\) = \(3, 4\), one row per position of x, "
+     r"got \(3, 2\); make it with RotaryEmbedding\(4\)"),
+    (lambda: attnlib.MultiHeadLatentAttention(8, 2, kv_lora_rank=4, qk_nope_head_dim=4,
+                                              qk_rope_head_dim=2, v_head_dim=4)(
+        X, rope=RotaryEmbedding(2).cos_sin(torch.arange(5))), ValueError, r"got \(5, 2\)"),
+    (lambda: MultiHeadAttention(8, 2)(X, rope=torch.ones(3, 4)), TypeError,
+     r"the \(cos, sin\) pair of tensors .* got Tensor"),
+    (lambda: MultiHeadAttention(8, 2)(X, context=X, rope=RotaryEmbedding(4).cos_sin(torch.arange(3))),
+     ValueError, "with a context \\(cross-attention\\) pass rope=None"),  # was ignored
 ])
 def test_modules_and_configs(make, error, words):
     with pytest.raises(error, match=words):
