@@ -38,6 +38,15 @@ def check_ids(name: str, ids: Any, vocab_size: int, max_len: int, past: int = 0,
     (ids_in_range if torch.compiler.is_compiling() else _ids_in_range)(ids, vocab_size, name)
 
 
+def check_id_values(name: str, ids: Any, vocab_size: int) -> None:
+    """``ids`` has an integer dtype and every id lies in [0, vocab_size) (its shape is the
+    caller's to check): what a table lookup needs, where no model checked at the door."""
+    if not isinstance(ids, Tensor) or ids.dtype not in ID_DTYPES:
+        got = f"dtype {ids.dtype}" if isinstance(ids, Tensor) else type(ids).__name__
+        raise TypeError(f"{name} must be an integer tensor (torch.long), got {got}")
+    (ids_in_range if torch.compiler.is_compiling() else _ids_in_range)(ids, vocab_size, name)
+
+
 def _ids_in_range(ids: Tensor, vocab_size: int, name: str) -> None:
     """Every id in [0, vocab_size): one read of the values (none for a meta tensor)."""
     if ids.device.type != "meta" and bool(((ids < 0) | (ids.long() >= vocab_size)).any()):

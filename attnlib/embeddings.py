@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from ._checks import checking
+from .checks import check_id_values
 from .config import TransformerConfig
 from .dropout import dropped
 from .norms import make_norm
@@ -61,13 +62,18 @@ class Embeddings(nn.Module):
             x = self.norm(x)
         return dropped(self.drop, x)
 
-    @staticmethod
-    def check_input(input_ids: Tensor, positions: Tensor,
+    def check_input(self, input_ids: Tensor, positions: Tensor,
                     token_type_ids: Optional[Tensor]) -> None:
+        check_id_values("input_ids", input_ids, self.tok_emb.num_embeddings)  # floats: truncated
         if positions.shape != input_ids.shape[-1:]:
             raise ValueError(f"positions must be (T,) = {tuple(input_ids.shape[-1:])}, one per "
                              f"token of input_ids {tuple(input_ids.shape)}; got "
                              f"{tuple(positions.shape)}")
+        if token_type_ids is not None and self.type_emb is None:
+            raise ValueError("token_type_ids given, but these Embeddings have no token-type table "
+                             "(the config's type_vocab_size is 0)")
         if token_type_ids is not None and token_type_ids.shape != input_ids.shape:
             raise ValueError(f"token_type_ids must have input_ids' shape {tuple(input_ids.shape)}, "
                              f"got {tuple(token_type_ids.shape)}")
+        if token_type_ids is not None:
+            check_id_values("token_type_ids", token_type_ids, self.type_emb.num_embeddings)

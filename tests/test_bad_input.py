@@ -183,6 +183,16 @@ def test_an_attention_mask_holds_only_one_and_zero(mask, value):
     (lambda: FeedForward(0, 32), ValueError, "d_model must be a positive int"),
     (lambda: LearnedPositionalEmbedding(0, 4), ValueError, "max_len must be a positive int"),
     (lambda: sinusoidal_table(2.5, 4), ValueError, "max_len must be a positive int"),
+    # attnlib.Embeddings called on its own: float ids were truncated to ints, silently; an id
+    # outside the table was torch's "index out of range in self"
+    (lambda: attnlib.Embeddings(TransformerConfig(**SMALL))(torch.tensor([[1.7, 2.2]]),
+                                                           torch.arange(2)),
+     TypeError, "input_ids must be an integer tensor"),
+    (lambda: attnlib.Embeddings(TransformerConfig(**SMALL))(torch.tensor([[11]]), torch.arange(1)),
+     ValueError, r"input_ids contains token id 11, outside \[0, vocab_size=11\)"),
+    (lambda: attnlib.Embeddings(TransformerConfig(**SMALL))(torch.tensor([[1]]), torch.arange(1),
+                                                           torch.tensor([[0]])),
+     ValueError, "no token-type table"),  # was ignored
     # RoPE angles for another width or length: torch's "size of tensor a must match" before
     (lambda: MultiHeadAttention(8, 2)(X, rope=RotaryEmbedding(2).cos_sin(torch.arange(3))),
      ValueError, r"rope's cos must have shape \(Tq, 4\) = \(3, 4\), one row per position of x, "
