@@ -107,6 +107,22 @@ class trusted:
             _local.trusted = self.before
 
 
+def check_like_weights(name: str, t: Tensor, weight: Tensor) -> None:
+    """A layer's input ``t``: floating point, on ``weight``'s device, in its dtype (or under
+    autocast, which mixes them)."""
+    if not t.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor (hidden states), got dtype "
+                        f"{t.dtype}; token ids go through a model or its embeddings first")
+    if t.device != weight.device:
+        raise ValueError(f"{name} is on {t.device} but the module's weights are on "
+                         f"{weight.device}; move one of them, e.g. "
+                         f"{name}.to({str(weight.device)!r})")
+    if t.dtype != weight.dtype and not torch.is_autocast_enabled(t.device.type):
+        raise TypeError(f"{name} has dtype {t.dtype} but the module's weights are {weight.dtype}; "
+                        f"convert one of them, e.g. {name}.to({weight.dtype}) or "
+                        f"module.to({t.dtype})")
+
+
 def check_generator(generator: Any) -> None:
     """A ``generator`` argument is a torch.Generator or None."""
     if generator is not None and not isinstance(generator, torch.Generator):

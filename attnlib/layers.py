@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._checks import as_dropout, as_int, checking
+from ._checks import as_dropout, as_int, check_like_weights, checking
 from .config import ACTIVATIONS, TransformerConfig
 from .dropout import dropped
 from .embeddings import Embeddings  # noqa: F401 (attnlib.layers.Embeddings, as before)
@@ -85,8 +85,7 @@ class FeedForward(nn.Module):
             shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
             raise ValueError(f"x must have shape (..., d_model={self.fc1.in_features}), "
                              f"got {shape}")
-        if not x.is_floating_point():
-            raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
+        check_like_weights("x", x, self.fc1.weight)
 
 
 # The FFN's nonlinearity on its hidden layer (SwiGLU multiplies in a gate: see FeedForward)

@@ -6,7 +6,7 @@ from typing import Any, Optional
 import torch
 from torch import Tensor, nn
 
-from ._checks import as_dropout, as_int, check_flag, checking
+from ._checks import as_dropout, as_int, check_flag, check_like_weights, checking
 from .attention import attend, causal_mask, check_backend, check_mask
 from .dropout import dropping
 from .cache import KVCache
@@ -90,13 +90,7 @@ class MultiHeadAttention(nn.Module):
         if not isinstance(t, Tensor) or t.dim() != 3 or t.shape[-1] != self.d_model:
             shape = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
             raise ValueError(f"{name} must have shape (B, T, d_model={self.d_model}), got {shape}")
-        dtype, device = self.q_proj.weight.dtype, self.q_proj.weight.device
-        if t.device != device:
-            raise ValueError(f"{name} is on {t.device} but the module's weights are on {device}; "
-                             f"move one of them, e.g. {name}.to({str(device)!r})")
-        if t.dtype != dtype and not torch.is_autocast_enabled(t.device.type):
-            raise TypeError(f"{name} has dtype {t.dtype} but the module's weights are {dtype}; "
-                            f"convert one of them, e.g. {name}.to({dtype}) or module.to({t.dtype})")
+        check_like_weights(name, t, self.q_proj.weight)
 
     def forward(self, x: Tensor, context: Optional[Tensor] = None, *,
                 attn_mask: Optional[Tensor] = None, is_causal: bool = False,

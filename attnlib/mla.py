@@ -30,7 +30,7 @@ from typing import Any, Optional
 import torch
 from torch import Tensor, nn
 
-from ._checks import as_dropout, as_int, as_size, check_flag, checking
+from ._checks import as_dropout, as_int, as_size, check_flag, check_like_weights, checking
 from .attention import attend, check_backend, check_mask
 from .cache import KVCache
 from .checks import check_cache
@@ -210,15 +210,7 @@ class MultiHeadLatentAttention(nn.Module):
         if not isinstance(t, Tensor) or t.dim() != 3 or t.shape[-1] != self.d_model:
             shape = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
             raise ValueError(f"{name} must have shape (B, T, d_model={self.d_model}), got {shape}")
-        weight = self.kv_a_proj_with_mqa.weight
-        if t.device != weight.device:
-            raise ValueError(f"{name} is on {t.device} but the module's weights are on "
-                             f"{weight.device}; move one of them, e.g. "
-                             f"{name}.to({str(weight.device)!r})")
-        if t.dtype != weight.dtype and not torch.is_autocast_enabled(t.device.type):
-            raise TypeError(f"{name} has dtype {t.dtype} but the module's weights are "
-                            f"{weight.dtype}; convert one of them, e.g. {name}.to({weight.dtype}) "
-                            f"or module.to({t.dtype})")
+        check_like_weights(name, t, self.kv_a_proj_with_mqa.weight)
 
     def check_call(self, x: Any, context: Any, attn_mask: Any, is_causal: Any, need_weights: Any,
                    cache: Any, layer_idx: Any, backend: Any, rope: Any = None) -> None:

@@ -313,6 +313,12 @@ def test_train_refuses_what_is_not_a_model_and_stops_at_a_nan_loss():
     (lambda: attnlib.layers.EncoderLayer(16, 2, 32)(torch.randn(1, 3, 8)), ValueError, "d_model=16"),
     (lambda: attnlib.layers.EncoderLayer(16, 2, 32, layer_norm_eps=math.nan), ValueError, "eps must be"),
     (lambda: FeedForward(8, 16)(torch.ones(2, 8, dtype=torch.long)), TypeError, "floating-point"),
+    # was torch's "mat1 and mat2 must have the same dtype"
+    (lambda: FeedForward(8, 16)(torch.ones(2, 8, dtype=torch.float64)), TypeError,
+     r"x has dtype torch.float64 but the module's weights are torch.float32"),
+    # ids into a layer: the advice was module.to(torch.int64)
+    (lambda: attnlib.layers.EncoderLayer(8, 2, 16)(torch.ones(1, 3, 8, dtype=torch.long)), TypeError,
+     "x must be a floating-point tensor \\(hidden states\\)"),
     (lambda: attnlib.positional.rotate_half(torch.randn(2, 3)), ValueError, "must be even"),
     (lambda: attnlib.seed_everything("a"), ValueError, "seed must be an int"),
     (lambda: attnlib.seed_everything(0, threads=0), ValueError, "threads must be a positive int"),
