@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from ._checks import as_int
 from .mha import MultiHeadAttention
+from .mla import MultiHeadLatentAttention
 from .models import GPT
 
 
@@ -116,14 +117,15 @@ def head_output_norms(attn: nn.Module, x: Tensor) -> Tensor:
 def heads_off(model: nn.Module, heads: Iterable[tuple[int, int]]) -> Iterator[nn.Module]:
     """Switch attention heads off inside a ``with`` block: head h of layer l writes nothing.
 
-    A forward pre-hook on ``model.layers[l].self_attn.out_proj`` zeroes the D columns of head h in
-    its input (the merged heads, (B, T, H * D)), which is the same as zeroing the D columns of
-    ``W_O`` that belong to head h; the weights themselves are not touched. The hooks are removed
-    when the block ends, also after an error.
+    A forward pre-hook on ``model.layers[l].self_attn.out_proj`` (MLA's ``o_proj``, D its
+    ``v_head_dim``) zeroes the D columns of head h in its input (the merged heads, (B, T, H * D)),
+    which is the same as zeroing the D columns of ``W_O`` that belong to head h; the weights
+    themselves are not touched. The hooks are removed when the block ends, also after an error.
 
     Args:
-        model: a model whose ``layers[l].self_attn`` are :class:`attnlib.MultiHeadAttention`
-            (:class:`attnlib.GPT`, :class:`attnlib.Encoder`).
+        model: a model whose ``layers[l].self_attn`` are :class:`attnlib.MultiHeadAttention` or
+            :class:`attnlib.MultiHeadLatentAttention` (:class:`attnlib.GPT`,
+            :class:`attnlib.Encoder`).
         heads: (layer, query head) pairs, counted from 0; may be empty.
 
     Yields:
@@ -150,8 +152,11 @@ def heads_off(model: nn.Module, heads: Iterable[tuple[int, int]]) -> Iterator[nn
     try:
         for layer, head in pairs:
             attn = layers[layer].self_attn
-            cols = torch.arange(head * attn.head_dim, (head + 1) * attn.head_dim)
-            hooks.append(attn.out_proj.register_forward_pre_hook(
+            # the output projection W_O and the width of each head's block in its input
+            mla = isinstance(attn, MultiHeadLatentAttention)
+            w_o, width = (attn.o_proj, attn.v_head_dim) if mla else (attn.out_proj, attn.head_dim)
+            cols = torch.arange(head * width, (head + 1) * width)
+            hooks.append(w_o.register_forward_pre_hook(
                 lambda mod, args, cols=cols: (args[0].index_fill(-1, cols.to(args[0].device), 0),)))
         yield model
     finally:

@@ -19,7 +19,7 @@ from typing import Any, Hashable, Optional
 import torch
 from torch import Tensor
 
-from ._checks import as_size, checking
+from ._checks import as_int, as_size, checking
 from .attention import scaled_dot_product_attention
 from .cache import KVCache
 
@@ -241,6 +241,7 @@ def paged_attention(query: Tensor, pool: PagedKVCache, layer: int,
     Returns:
         (B, H, T_new, D), what attention over each sequence's own keys and values gives.
     """
+    check_paged_call(query, pool, layer, seq_ids)
     tables = [pool.block_table[s] for s in seq_ids]
     dev = query.device
     lengths = torch.tensor([pool.length(s, layer) for s in seq_ids], device=dev)  # (B,)
@@ -257,3 +258,25 @@ def paged_attention(query: Tensor, pool: PagedKVCache, layer: int,
     out, _ = scaled_dot_product_attention(query, k, v, attn_mask=mask[:, None],
                                           enable_gqa=G != query.shape[1])
     return out
+
+
+def check_paged_call(query: Any, pool: Any, layer: Any, seq_ids: Any) -> None:
+    """:func:`paged_attention`'s arguments: queries (B, H, T_new, D) for B sequences the pool
+    holds (a sequence shorter than T_new gives its extra query rows zeros, as a ragged batch
+    needs)."""
+    if not isinstance(pool, PagedKVCache):
+        raise TypeError(f"pool must be an attnlib.PagedKVCache, got {type(pool).__name__}")
+    L, D = pool.k_pool.shape[0], pool.k_pool.shape[4]
+    if as_int(layer) is None or not 0 <= as_int(layer) < L:
+        raise ValueError(f"layer must be an int in [0, {L}), the pool's layers, got {layer!r}")
+    if isinstance(seq_ids, (str, bytes)) or not isinstance(seq_ids, (list, tuple)) or not seq_ids:
+        raise TypeError(f"seq_ids must be a non-empty list of sequence ids, got {seq_ids!r}")
+    unknown = [s for s in seq_ids if s not in pool.block_table]
+    if unknown:
+        raise ValueError(f"seq_ids {unknown} are not in the pool (it holds "
+                         f"{list(pool.block_table)}); write their keys and values first")
+    if not isinstance(query, Tensor) or query.dim() != 4 or query.shape[0] != len(seq_ids) \
+            or query.shape[3] != D:
+        got = tuple(query.shape) if isinstance(query, Tensor) else type(query).__name__
+        raise ValueError(f"query must be (B, H, T_new, D) = ({len(seq_ids)}, H, T_new, {D}), one "
+                         f"row of queries per sequence id, got {got}")

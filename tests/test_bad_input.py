@@ -27,6 +27,14 @@ def gpt(**kw) -> attnlib.GPT:
     return attnlib.GPT(TransformerConfig(**{**SMALL, **kw})).eval()
 
 
+def paged_pool() -> attnlib.PagedKVCache:
+    """A pool holding sequence 0: 5 positions of the small GPT (2 heads of width 4)."""
+    model = gpt()
+    pool = attnlib.PagedKVCache.for_model(model, n_blocks=4, block_size=4)
+    model(torch.tensor([[1, 2, 3, 4, 5]]), cache=pool.sequence(0))
+    return pool
+
+
 @pytest.mark.parametrize("backend", ["math", "sdpa"])
 @pytest.mark.parametrize("kw, error, words", [
     (dict(attn_mask=torch.full((4, 4), math.nan)), ValueError, "holds NaN"),
@@ -193,6 +201,13 @@ def test_an_attention_mask_holds_only_one_and_zero(mask, value):
     (lambda: attnlib.Embeddings(TransformerConfig(**SMALL))(torch.tensor([[1]]), torch.arange(1),
                                                            torch.tensor([[0]])),
      ValueError, "no token-type table"),  # was ignored
+    # paged_attention: torch's KeyError / IndexError, or a mask error about (1, 1, 8, 6)
+    (lambda: attnlib.paged_attention(Q, paged_pool(), 0, ["nope"]), ValueError,
+     r"seq_ids \['nope'\] are not in the pool \(it holds \[0\]\)"),
+    (lambda: attnlib.paged_attention(Q, paged_pool(), 5, [0]), ValueError,
+     r"layer must be an int in \[0, 2\)"),
+    (lambda: attnlib.paged_attention(Q[0], paged_pool(), 0, [0]), ValueError,
+     r"query must be \(B, H, T_new, D\) = \(1, H, T_new, 4\)"),
     # RoPE angles for another width or length: torch's "size of tensor a must match" before
     (lambda: MultiHeadAttention(8, 2)(X, rope=RotaryEmbedding(2).cos_sin(torch.arange(3))),
      ValueError, r"rope's cos must have shape \(Tq, 4\) = \(3, 4\), one row per position of x, "

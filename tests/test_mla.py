@@ -321,3 +321,21 @@ def test_encoders_refuse_latent_attention():
     for cls in (attnlib.Encoder, attnlib.EncoderDecoder):
         with pytest.raises(ValueError, match="attention='mla' is built by attnlib.GPT only"):
             cls(cfg)
+
+
+def test_heads_off_zeroes_a_heads_block_of_w_o():
+    """attnlib.heads_off on an MLA model: head h writes through its v_head_dim columns of o_proj
+    (it ended in an AttributeError, head_dim, before)."""
+    import copy
+
+    model = mla_gpt()
+    ids = torch.randint(0, 29, (2, 7), generator=torch.Generator().manual_seed(1))
+    dv = model.layers[0].self_attn.v_head_dim
+    with torch.no_grad():
+        before = model(ids).logits
+        with attnlib.heads_off(model, [(1, 2)]):
+            off = model(ids).logits
+        by_hand = copy.deepcopy(model)
+        by_hand.layers[1].self_attn.o_proj.weight[:, 2 * dv:3 * dv] = 0
+        torch.testing.assert_close(off, by_hand(ids).logits)
+        assert (off - before).abs().max() > 1e-3
