@@ -138,5 +138,8 @@ def quantize_linears(model: nn.Module, fn: Callable[[Tensor], Tensor],
                     got = tuple(new.shape) if isinstance(new, Tensor) else type(new).__name__
                     raise ValueError(f"fn must return a tensor of the weight's shape "
                                      f"{tuple(module.weight.shape)} ({name}), got {got}")
+                if not bool(torch.isfinite(new).all()):  # every logit would be NaN, later
+                    raise ValueError(f"fn returned NaN or inf for {name}'s weight; a round trip "
+                                     f"through a quantizer should give finite numbers")
                 module.weight.copy_(new.to(module.weight.dtype))
     return copy_

@@ -280,7 +280,7 @@ def test_train_refuses_what_is_not_a_model_and_stops_at_a_nan_loss():
 
 
 @pytest.mark.parametrize("make, error, words", [
-    # each of these seven ended in an error from inside torch or re, or in no error at all
+    # each of these ended in an error from inside torch or re, or in no error at all
     (lambda: attnlib.batches.sample_batch(corpus(), 0, 8, torch.Generator()), ValueError,
      "batch_size must be an int >= 1"),  # was torch.stack's "expects a non-empty TensorList"
     (lambda: attnlib.gptq_quantize(torch.randn(4, 8), torch.full((16, 8), math.nan)), ValueError,
@@ -291,6 +291,8 @@ def test_train_refuses_what_is_not_a_model_and_stops_at_a_nan_loss():
      ValueError, "prompt must hold at least one character"),  # was "got dtype torch.float32"
     (lambda: realwords.words_of(5), TypeError, "text must be a str, got int"),
     (lambda: attnlib.load_corpus(()), ValueError, "books is empty"),  # returned ""
+    (lambda: attnlib.quantize_linears(gpt(), lambda w: w * math.nan), ValueError,
+     r"fn returned NaN or inf for layers.0.self_attn.q_proj's weight"),  # a NaN model, silently
     (lambda: attnlib.train(gpt(), lambda gen: "abc", steps=1), TypeError,
      r"data\(generator\) must return a \(B, T \+ 1\) tensor"),  # was "'str' has no 'to'"
     (lambda: attnlib.tiled_attention(Q, Q, Q, scale=math.nan), ValueError, "scale must be finite"),
