@@ -366,6 +366,8 @@ def test_library_helpers(make, error, words):
     (lambda: viz.heatmap(torch.rand(3, 3), digits=-1), ValueError, "digits must be an int >= 0"),
     (lambda: viz.heatmap(torch.rand(3, 3), row_tokens=5), TypeError, "row_tokens must be a sequence"),
     (lambda: viz.heatmap(torch.rand(3, 3), vmin="a"), TypeError, "vmin must be a number"),
+    (lambda: viz.heatmap(torch.rand(2, 2), figsize=(0, -1)), ValueError,
+     r"figsize must be \(width, height\) in inches"),  # was matplotlib's, naming no argument
     (lambda: viz.heatmap([[1, 2], [3]]), TypeError, "rows of equal length"),
     (lambda: viz.heatmap(torch.rand(2, 2, dtype=torch.complex64)), TypeError, "real numbers"),
     (lambda: viz.heatmap(torch.rand(2, 2), blocked=torch.ones(2, 2)), TypeError,

@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.text import Text
 
-from .._checks import as_int
+from .._checks import as_int, as_real
 from ._common import check_cmap, check_limits, check_tokens, default_cmap, finite_range, to_numpy
 
 ANNOTATE_MAX = 10  # annotate every cell automatically when both sides have at most this many tokens
@@ -110,6 +110,11 @@ def heatmap(weights: Any, row_tokens: Optional[Sequence[Any]] = None,
                              "(vmin or vmax=None takes that end from the data)")
         vmax = vmin + 1.0  # a constant matrix: any non-empty range shows it
     cmap = check_cmap(default_cmap(vmin < 0 < vmax) if cmap is None else cmap)  # before a figure
+    if figsize is not None:  # matplotlib's own message names no argument
+        size = [as_real(v) for v in figsize] if isinstance(figsize, (tuple, list)) else []
+        if len(size) != 2 or not all(v is not None and 0 < v < float("inf") for v in size):
+            raise ValueError(f"figsize must be (width, height) in inches, two positive numbers, "
+                             f"got {figsize!r}")
 
     if ax is None:
         if figsize is None:
